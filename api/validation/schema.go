@@ -1,0 +1,210 @@
+package validation
+
+import (
+	"fmt"
+	"slices"
+	"unicode/utf8"
+)
+
+// Kind is the type of a field.
+type Kind int
+
+// The field kinds. The comment gives the Go type Values holds for each.
+const (
+	Int      Kind = iota + 1 // int64
+	Float                    // float64; finite only
+	String                   // string
+	Bool                     // bool
+	Email                    // string, normalized (domain lower-cased)
+	Enum                     // string, one of Field.Enum
+	Literal                  // string, one of Field.Enum (usually a single value)
+	Decimal                  // string in canonical plain form, e.g. "0.25"
+	Date                     // time.Time at midnight UTC
+	DateTime                 // time.Time; without an offset the input is taken as UTC
+	Object                   // map[string]any of decoded JSON (numbers as json.Number)
+	List                     // []any of the element kind's values
+)
+
+var kindNames = map[Kind]string{
+	Int: "Int", Float: "Float", String: "String", Bool: "Bool", Email: "Email",
+	Enum: "Enum", Literal: "Literal", Decimal: "Decimal", Date: "Date",
+	DateTime: "DateTime", Object: "Object", List: "List",
+}
+
+func (k Kind) String() string {
+	if name, ok := kindNames[k]; ok {
+		return name
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// Field describes one body property, query parameter or path parameter.
+// Kind must be set (validating a field without one panics), and bounds must
+// not be NaN.
+type Field struct {
+	Name     string
+	Kind     Kind
+	Required bool // absent → "missing"; an optional absent field is simply not in Values
+	Nullable bool // JSON null is accepted (and recorded as null)
+
+	Elem *Field   // List: the element field (its Name is ignored); nil accepts any JSON values
+	Enum []string // Enum / Literal: the allowed values, matched exactly
+
+	Ge, Le *float64 // Int / Float / Decimal: inclusive bounds; see Bound
+
+	MinLength, MaxLength int // String: bounds in Unicode code points; 0 = unbounded
+
+	Default     any    // documentation only (OpenAPI "default"); callers apply defaults themselves
+	Description string // documentation only (OpenAPI "description")
+}
+
+// Bound returns a pointer to v, for Field.Ge and Field.Le.
+func Bound(v float64) *float64 { return &v }
+
+// Schema is an ordered list of fields: errors are reported in this order.
+type Schema struct {
+	Fields []Field
+}
+
+// Validate checks obj (a decoded JSON object) against the schema. loc is the
+// location prefix of every error, e.g. []any{"body"}. A missing required
+// field's error has the whole obj as its input, as pydantic reports it.
+// Keys that are not in the schema are ignored.
+func (s Schema) Validate(loc []any, obj map[string]any) (Values, Errors) {
+	var input any = obj
+	if obj == nil {
+		input = map[string]any{}
+	}
+	return s.validate(loc, obj, input)
+}
+
+// validate checks every field in order; missingInput is the input reported
+// for an absent required field.
+func (s Schema) validate(loc []any, obj map[string]any, missingInput any) (Values, Errors) {
+	vals := Values{}
+	var errs Errors
+	for i := range s.Fields {
+		f := &s.Fields[i]
+		raw, ok := obj[f.Name]
+		if !ok {
+			if f.Required {
+				errs = append(errs, missingError(appendLoc(loc, f.Name), missingInput))
+			}
+			continue
+		}
+		v, fieldErrs := f.validate(appendLoc(loc, f.Name), raw)
+		if len(fieldErrs) > 0 {
+			errs = append(errs, fieldErrs...)
+			continue
+		}
+		vals.set(f, v, raw == nil)
+	}
+	return vals, errs
+}
+
+// requiresAny reports whether an absent body is an error.
+func (s Schema) requiresAny() bool {
+	return slices.ContainsFunc(s.Fields, func(f Field) bool { return f.Required })
+}
+
+// appendLoc returns a new location; the prefix is never shared or modified.
+func appendLoc(loc []any, part any) []any {
+	return append(slices.Clip(loc), part)
+}
+
+// validate coerces one input value. A nil result with no errors and a nil
+// input means an accepted null.
+func (f *Field) validate(loc []any, in any) (any, Errors) {
+	if in == nil && f.Nullable {
+		return nil, nil
+	}
+	var v any
+	var err *ErrorItem
+	switch f.Kind {
+	case Int:
+		v, err = validateInt(f, loc, in)
+	case Float:
+		v, err = validateFloat(f, loc, in)
+	case Decimal:
+		v, err = validateDecimal(f, loc, in)
+	case Bool:
+		v, err = validateBool(loc, in)
+	case String:
+		v, err = validateString(f, loc, in)
+	case Email:
+		v, err = validateEmail(loc, in)
+	case Enum, Literal:
+		v, err = validateChoice(f, loc, in)
+	case Date:
+		v, err = validateDate(loc, in)
+	case DateTime:
+		v, err = validateDateTime(loc, in)
+	case Object:
+		if obj, ok := in.(map[string]any); ok {
+			v = obj
+		} else {
+			err = errorPtr(newError("dict_type", loc, in))
+		}
+	case List:
+		return f.validateList(loc, in)
+	default:
+		panic(fmt.Sprintf("validation: field %q has no kind", f.Name))
+	}
+	if err != nil {
+		return nil, Errors{*err}
+	}
+	return v, nil
+}
+
+// validateList checks every element, reporting each failure at its index.
+func (f *Field) validateList(loc []any, in any) (any, Errors) {
+	items, ok := in.([]any)
+	if !ok {
+		return nil, Errors{newError("list_type", loc, in)}
+	}
+	out := make([]any, len(items))
+	var errs Errors
+	for i, item := range items {
+		if f.Elem == nil {
+			out[i] = item
+			continue
+		}
+		v, itemErrs := f.Elem.validate(appendLoc(loc, i), item)
+		errs = append(errs, itemErrs...)
+		out[i] = v
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return out, nil
+}
+
+func validateString(f *Field, loc []any, in any) (any, *ErrorItem) {
+	s, ok := in.(string)
+	if !ok {
+		return nil, errorPtr(newError("string_type", loc, in))
+	}
+	if f.MinLength > 0 || f.MaxLength > 0 {
+		n := utf8.RuneCountInString(s)
+		if f.MinLength > 0 && n < f.MinLength {
+			return nil, errorPtr(stringLengthError(true, loc, in, f.MinLength))
+		}
+		if f.MaxLength > 0 && n > f.MaxLength {
+			return nil, errorPtr(stringLengthError(false, loc, in, f.MaxLength))
+		}
+	}
+	return s, nil
+}
+
+// validateChoice accepts exactly one of f.Enum. Any other input, of any
+// type, gets the enum / literal_error listing the allowed values.
+func validateChoice(f *Field, loc []any, in any) (any, *ErrorItem) {
+	if s, ok := in.(string); ok && slices.Contains(f.Enum, s) {
+		return s, nil
+	}
+	typ := "enum"
+	if f.Kind == Literal {
+		typ = "literal_error"
+	}
+	return nil, errorPtr(choiceError(typ, loc, in, f.Enum))
+}

@@ -1,0 +1,175 @@
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// Argon2id parameters for new hashes (OWASP's minimum recommendation for
+// argon2id). Existing hashes keep the parameters recorded in their PHC
+// string, so these can be raised later without invalidating stored passwords.
+const (
+	argonMemoryKiB = 19 * 1024 // 19 MiB
+	argonTime      = 2
+	argonThreads   = 1
+	argonSaltLen   = 16
+	argonKeyLen    = 32
+)
+
+// Bounds accepted when reading a stored PHC string. They stop a corrupted or
+// hostile row from making verification allocate gigabytes or spin for
+// minutes, and keep argon2 away from inputs it panics on.
+const (
+	maxArgonMemoryKiB = 1 << 20 // 1 GiB
+	maxArgonTime      = 64
+	minArgonSaltLen   = 8 // the argon2 spec's minimum
+	maxArgonSaltLen   = 64
+	minArgonKeyLen    = 16
+	maxArgonKeyLen    = 128
+)
+
+// ErrMalformedHash is wrapped by the error VerifyPassword returns when the
+// stored string is not a PHC argon2id string it can use.
+var ErrMalformedHash = errors.New("malformed password hash")
+
+var b64 = base64.RawStdEncoding.Strict()
+
+// HashPassword hashes password with argon2id and a fresh random salt and
+// returns it as a PHC string:
+//
+//	$argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash>
+//
+// with salt and hash in unpadded standard base64. Length or strength rules
+// for the password are the caller's business.
+func HashPassword(password string) (string, error) {
+	salt := make([]byte, argonSaltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return "", fmt.Errorf("auth: reading salt: %w", err)
+	}
+	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
+		argon2.Version, argonMemoryKiB, argonTime, argonThreads,
+		b64.EncodeToString(salt), b64.EncodeToString(key)), nil
+}
+
+// VerifyPassword reports whether password matches the PHC string phc made by
+// HashPassword. The argon2 parameters are read from phc, so hashes made with
+// older parameters keep verifying. A wrong password gives (false, nil); a
+// string that cannot be parsed gives an error wrapping ErrMalformedHash.
+func VerifyPassword(phc, password string) (bool, error) {
+	p, err := parsePHC(phc)
+	if err != nil {
+		return false, err
+	}
+	key := argon2.IDKey([]byte(password), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
+	return subtle.ConstantTimeCompare(key, p.key) == 1, nil
+}
+
+// dummySalt only has to be a valid salt; DummyVerify's result is thrown away.
+var dummySalt = make([]byte, argonSaltLen)
+
+// dummyKey is what DummyVerify compares against, so that it does the same
+// work as VerifyPassword including the final comparison.
+var dummyKey = make([]byte, argonKeyLen)
+
+// DummyVerify spends about as long as VerifyPassword on a hash made with the
+// current parameters, and returns nothing. Call it when a login names an
+// unknown e-mail address, so that response time does not reveal which
+// addresses have accounts.
+func DummyVerify(password string) {
+	key := argon2.IDKey([]byte(password), dummySalt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	subtle.ConstantTimeCompare(key, dummyKey)
+}
+
+type phcParams struct {
+	memory  uint32
+	time    uint32
+	threads uint8
+	salt    []byte
+	key     []byte
+}
+
+// parsePHC reads "$argon2id$v=19$m=M,t=T,p=P$salt$hash" strictly: fields in
+// that order, decimal numbers without signs, unpadded standard base64.
+func parsePHC(s string) (phcParams, error) {
+	var p phcParams
+	bad := func(format string, args ...any) (phcParams, error) {
+		return phcParams{}, fmt.Errorf("auth: %w: %s", ErrMalformedHash, fmt.Sprintf(format, args...))
+	}
+	parts := strings.Split(s, "$")
+	if len(parts) != 6 || parts[0] != "" {
+		return bad("want 5 $-separated fields")
+	}
+	if parts[1] != "argon2id" {
+		return bad("algorithm %q is not argon2id", parts[1])
+	}
+	if parts[2] != "v="+strconv.Itoa(argon2.Version) {
+		return bad("unsupported version field %q", parts[2])
+	}
+	params := strings.Split(parts[3], ",")
+	if len(params) != 3 {
+		return bad("want parameters m=,t=,p=")
+	}
+	var nums [3]uint64
+	for i, name := range []string{"m", "t", "p"} {
+		v, ok := strings.CutPrefix(params[i], name+"=")
+		if !ok {
+			return bad("parameter %d is not %s=", i+1, name)
+		}
+		n, err := parseDecimal(v)
+		if err != nil {
+			return bad("parameter %s: %v", name, err)
+		}
+		nums[i] = n
+	}
+	m, t, threads := nums[0], nums[1], nums[2]
+	switch {
+	case threads < 1 || threads > 255:
+		return bad("p=%d out of range 1..255", threads)
+	case t < 1 || t > maxArgonTime:
+		return bad("t=%d out of range 1..%d", t, maxArgonTime)
+	case m < 8*threads || m > maxArgonMemoryKiB:
+		return bad("m=%d out of range %d..%d", m, 8*threads, maxArgonMemoryKiB)
+	}
+	p.memory, p.time, p.threads = uint32(m), uint32(t), uint8(threads)
+
+	var err error
+	if p.salt, err = b64.DecodeString(parts[4]); err != nil {
+		return bad("salt is not unpadded base64")
+	}
+	if len(p.salt) < minArgonSaltLen || len(p.salt) > maxArgonSaltLen {
+		return bad("salt length %d out of range %d..%d", len(p.salt), minArgonSaltLen, maxArgonSaltLen)
+	}
+	if p.key, err = b64.DecodeString(parts[5]); err != nil {
+		return bad("hash is not unpadded base64")
+	}
+	if len(p.key) < minArgonKeyLen || len(p.key) > maxArgonKeyLen {
+		return bad("hash length %d out of range %d..%d", len(p.key), minArgonKeyLen, maxArgonKeyLen)
+	}
+	return p, nil
+}
+
+// parseDecimal accepts only plain ASCII digits (no sign, no spaces, no
+// leading zeros), so each hash has exactly one spelling.
+func parseDecimal(s string) (uint64, error) {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return 0, errors.New("not a canonical decimal number")
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, errors.New("not a canonical decimal number")
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, errors.New("number too large")
+	}
+	return n, nil
+}

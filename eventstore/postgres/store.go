@@ -1,0 +1,285 @@
+// Package postgres is the PostgreSQL event store: one `events` table that is
+// also the Watermill topic projections consume.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/eventstore"
+)
+
+// Querier is a pool, a connection or a transaction.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Store is the PostgreSQL event store.
+type Store struct {
+	db  *pgxpool.Pool
+	now func() time.Time
+}
+
+var _ eventstore.Store = (*Store)(nil)
+
+// New returns a store on db. now stamps events appended without a recorded time.
+func New(db *pgxpool.Pool, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{db: db, now: now}
+}
+
+// appendSQL checks the expected version and inserts every event in one
+// statement, so an append costs one round trip. Two writers racing for the
+// same version collide on UNIQUE (stream_id, version).
+const appendSQL = `
+WITH cur AS (SELECT coalesce(max(version), 0) AS v FROM events WHERE stream_id = $1)
+INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at)
+SELECT x.id, x.data, x.meta, $1, cur.v + x.n, x.typ, x.sv, x.rec
+FROM cur, unnest($2::text[], $3::json[], $4::json[], $5::text[], $6::int[], $7::timestamptz[])
+     WITH ORDINALITY AS x(id, data, meta, typ, sv, rec, n)
+WHERE CASE $8::int WHEN 0 THEN true WHEN 1 THEN cur.v = 0 WHEN 2 THEN cur.v > 0 ELSE cur.v = $9 END
+RETURNING version, transaction_id::text, "offset"`
+
+const (
+	kindAny = iota
+	kindNoStream
+	kindStreamExists
+	kindExact
+)
+
+// Append implements eventstore.Store.
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
+	// Only "any" may be retried after a collision: every other precondition is
+	// decided by the first attempt.
+	for attempt := 0; ; attempt++ {
+		res, err := s.AppendIn(ctx, s.db, stream, expected, evs)
+		if err == nil || !expected.IsAny() || !errors.Is(err, eventstore.ErrWrongExpectedVersion) || attempt == 10 {
+			return res, err
+		}
+	}
+}
+
+// AppendIn appends within q, which may be an open transaction: the events
+// become visible, and the append's outcome final, when it commits.
+func (s *Store) AppendIn(ctx context.Context, q Querier, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
+	if len(evs) == 0 {
+		return eventstore.AppendResult{}, errors.New("eventstore: append of no events")
+	}
+	n := len(evs)
+	ids := make([]string, n)
+	data := make([]string, n)
+	metas := make([]string, n)
+	types := make([]string, n)
+	versions := make([]int32, n)
+	recorded := make([]time.Time, n)
+	for i, e := range evs {
+		if e.ID == uuid.Nil {
+			return eventstore.AppendResult{}, errors.New("eventstore: event without id")
+		}
+		meta, err := json.Marshal(e.Metadata)
+		if err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		ids[i] = e.ID.String()
+		data[i] = string(e.Data)
+		metas[i] = string(meta)
+		types[i] = e.Type
+		versions[i] = int32(max(e.SchemaVersion, 1))
+		recorded[i] = e.RecordedAt
+		if recorded[i].IsZero() {
+			recorded[i] = s.now()
+		}
+		recorded[i] = recorded[i].UTC().Truncate(time.Microsecond)
+	}
+	kind, exact := kindAny, int64(0)
+	if v, ok := expected.Exactly(); ok {
+		kind, exact = kindExact, v
+		if v == 0 {
+			kind = kindNoStream
+		}
+	} else if !expected.IsAny() {
+		kind = kindStreamExists
+	}
+
+	rows, err := q.Query(ctx, appendSQL, stream, ids, data, metas, types, versions, recorded, kind, exact)
+	if err != nil {
+		return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
+	}
+	var res eventstore.AppendResult
+	count := 0
+	for rows.Next() {
+		var version int64
+		var txid string
+		var offset int64
+		if err := rows.Scan(&version, &txid, &offset); err != nil {
+			rows.Close()
+			return eventstore.AppendResult{}, err
+		}
+		pos, err := position(txid, offset)
+		if err != nil {
+			rows.Close()
+			return eventstore.AppendResult{}, err
+		}
+		if version > res.Version {
+			res.Version = version
+		}
+		if pos.Compare(res.Position) > 0 {
+			res.Position = pos
+		}
+		count++
+	}
+	rows.Close()
+	err = rows.Err()
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23505":
+		// A concurrent writer took the version, or these events exist already.
+		return s.idempotent(ctx, stream, expected, ids)
+	case err != nil:
+		return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
+	case count == 0:
+		return s.idempotent(ctx, stream, expected, ids)
+	}
+	return res, nil
+}
+
+// idempotent answers an append that wrote nothing: success when every event
+// id is already in the stream (a retry), else a wrong expected version.
+func (s *Store) idempotent(ctx context.Context, stream string, expected eventstore.ExpectedVersion, ids []string) (eventstore.AppendResult, error) {
+	rows, err := s.db.Query(ctx, `SELECT stream_id, version, transaction_id::text, "offset" FROM events WHERE uuid = ANY($1)`, ids)
+	if err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	defer rows.Close()
+	var res eventstore.AppendResult
+	found := 0
+	for rows.Next() {
+		var streamID, txid string
+		var version, offset int64
+		if err := rows.Scan(&streamID, &version, &txid, &offset); err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		if streamID != stream {
+			return eventstore.AppendResult{}, fmt.Errorf("%w: event id already used in stream %s", eventstore.ErrWrongExpectedVersion, streamID)
+		}
+		pos, err := position(txid, offset)
+		if err != nil {
+			return eventstore.AppendResult{}, err
+		}
+		if version > res.Version {
+			res.Version, res.Position = version, pos
+		}
+		found++
+	}
+	if err := rows.Err(); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	if found == len(ids) {
+		return res, nil
+	}
+	return eventstore.AppendResult{}, fmt.Errorf("%w: stream %s, expected %s", eventstore.ErrWrongExpectedVersion, stream, expected)
+}
+
+const selectColumns = `uuid, stream_id, version, transaction_id::text, "offset", event_type, schema_version, payload::text, metadata::text, recorded_at`
+
+// ReadStream implements eventstore.Store.
+func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {
+	return s.ReadStreamIn(ctx, s.db, stream, dir, from, limit)
+}
+
+// ReadStreamIn reads a stream within q.
+func (s *Store) ReadStreamIn(ctx context.Context, q Querier, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {
+	lim := any(nil)
+	if limit > 0 {
+		lim = limit
+	}
+	var sql string
+	if dir == eventstore.Backwards {
+		if from <= 0 {
+			from = 1<<63 - 1
+		}
+		sql = `SELECT ` + selectColumns + ` FROM events WHERE stream_id = $1 AND version <= $2 ORDER BY version DESC LIMIT $3`
+	} else {
+		sql = `SELECT ` + selectColumns + ` FROM events WHERE stream_id = $1 AND version >= $2 ORDER BY version LIMIT $3`
+	}
+	rows, err := q.Query(ctx, sql, stream, from, lim)
+	if err != nil {
+		return nil, fmt.Errorf("read stream %s: %w", stream, err)
+	}
+	return scanEvents(rows)
+}
+
+// ReadAll implements eventstore.Store. The pg_snapshot_xmin horizon keeps a
+// transaction that commits late from being overtaken by later ones.
+func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.db.Query(ctx, `SELECT `+selectColumns+` FROM events
+		WHERE ((transaction_id = $1::text::xid8 AND "offset" > $2) OR transaction_id > $1::text::xid8)
+		  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+		ORDER BY transaction_id, "offset" LIMIT $3`,
+		strconv.FormatUint(after.Commit, 10), int64(after.Prepare), limit)
+	if err != nil {
+		return nil, fmt.Errorf("read all: %w", err)
+	}
+	return scanEvents(rows)
+}
+
+func scanEvents(rows pgx.Rows) ([]eventstore.RecordedEvent, error) {
+	defer rows.Close()
+	var out []eventstore.RecordedEvent
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanEvent(row scanner) (eventstore.RecordedEvent, error) {
+	var e eventstore.RecordedEvent
+	var id, txid, data, meta string
+	var offset int64
+	if err := row.Scan(&id, &e.StreamID, &e.Version, &txid, &offset, &e.Type, &e.SchemaVersion, &data, &meta, &e.RecordedAt); err != nil {
+		return e, err
+	}
+	var err error
+	if e.ID, err = uuid.Parse(id); err != nil {
+		return e, err
+	}
+	if e.Position, err = position(txid, offset); err != nil {
+		return e, err
+	}
+	e.Data = json.RawMessage(data)
+	if err := json.Unmarshal([]byte(meta), &e.Metadata); err != nil {
+		return e, fmt.Errorf("event %s metadata: %w", id, err)
+	}
+	e.RecordedAt = e.RecordedAt.UTC()
+	return e, nil
+}
+
+func position(txid string, offset int64) (eventstore.Position, error) {
+	c, err := strconv.ParseUint(txid, 10, 64)
+	if err != nil {
+		return eventstore.Position{}, fmt.Errorf("transaction id %q: %w", txid, err)
+	}
+	return eventstore.Position{Commit: c, Prepare: uint64(offset)}, nil
+}

@@ -1,0 +1,40 @@
+// Package migrations holds Lectern's numbered SQL migrations and applies them.
+package migrations
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+)
+
+//go:embed sql/*.sql
+var files embed.FS
+
+// Up applies every migration not yet applied. Concurrent callers (several
+// replicas starting at once) are serialised by a PostgreSQL advisory lock.
+func Up(ctx context.Context, pool *pgxpool.Pool) error {
+	sub, err := fs.Sub(files, "sql")
+	if err != nil {
+		return err
+	}
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return err
+	}
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, sub, goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+// Package pgtest gives each test package a fresh, migrated PostgreSQL database
+// on the server named by DATABASE_URL (`make test` starts a throwaway one).
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/migrations"
+)
+
+var (
+	mu     sync.Mutex
+	shared *pgxpool.Pool
+	dbName string
+)
+
+// URL returns DATABASE_URL or fails the test with the way to get one.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv("DATABASE_URL")
+	if u == "" {
+		tb.Fatal("DATABASE_URL is not set: run the tests with `make test`, which starts a throwaway PostgreSQL cluster")
+	}
+	return u
+}
+
+// Pool returns the test package's migrated database, created on first use.
+// Tests may share it: they only ever see rows they created, since ids come
+// from sequences. Call Cleanup from TestMain to drop it.
+func Pool(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if shared != nil {
+		return shared
+	}
+	pool, name, err := NewDatabase(context.Background(), URL(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	shared, dbName = pool, name
+	return shared
+}
+
+// Fresh returns a database of its own for one test, dropped when it ends.
+func Fresh(tb testing.TB) *pgxpool.Pool {
+	tb.Helper()
+	pool, name, err := NewDatabase(context.Background(), URL(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		pool.Close()
+		_ = drop(context.Background(), URL(tb), name)
+	})
+	return pool
+}
+
+// Cleanup drops the package's shared database; call it from TestMain after m.Run.
+func Cleanup() {
+	mu.Lock()
+	defer mu.Unlock()
+	if shared == nil {
+		return
+	}
+	shared.Close()
+	_ = drop(context.Background(), os.Getenv("DATABASE_URL"), dbName)
+	shared = nil
+}
+
+// NewDatabase creates a uniquely named database next to the one in baseURL,
+// migrates it and returns a pool on it.
+func NewDatabase(ctx context.Context, baseURL string) (*pgxpool.Pool, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	name := "lectern_test_" + hex.EncodeToString(suffix)
+
+	admin, err := pgx.Connect(ctx, baseURL)
+	if err != nil {
+		return nil, "", fmt.Errorf("pgtest: connect %s: %w", baseURL, err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return nil, "", fmt.Errorf("pgtest: create database: %w", err)
+	}
+
+	cfg, err := pgxpool.ParseConfig(baseURL)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg.ConnConfig.Database = name
+	cfg.MaxConns = 40
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		pool.Close()
+		return nil, "", err
+	}
+	return pool, name, nil
+}
+
+func drop(ctx context.Context, baseURL, name string) error {
+	admin, err := pgx.Connect(ctx, baseURL)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(ctx)
+	_, err = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	return err
+}
