@@ -16,7 +16,8 @@
 //   - Floats must be finite: "inf", "nan" and overflowing literals get
 //     finite_number (pydantic accepts them by default).
 //   - Dates and datetimes are strings only; Unix timestamps are refused.
-//   - Decimal JSON numbers keep every digit (FastAPI goes through a float).
+//   - Decimal JSON numbers keep every digit (FastAPI goes through a float);
+//     decimals longer than 4300 digits in plain notation are refused.
 //   - JSON's NaN / Infinity literals are syntax errors, nesting stops at
 //     1000 levels, and invalid UTF-8 is a json_invalid error (FastAPI
 //     answers 400 or 500 to these). Trailing commas get Python 3.13's

@@ -69,7 +69,7 @@ func normalizeEmail(value string) (string, string) {
 	}
 	if strings.HasPrefix(rest, "<") {
 		// A display name that pretty_email_regex did not take apart.
-		name, quotedName, reason := unquoteLocalPart(strings.TrimRight(local, " "))
+		name, quotedName, reason := unquoteLocalPart(strings.TrimRightFunc(local, unicode.IsSpace))
 		if reason != "" {
 			return "", reason
 		}

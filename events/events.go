@@ -1,0 +1,83 @@
+// Package events holds every domain event: one Go type per fact, each with a
+// stable type name and schema version, and the registry that turns stored
+// JSON back into types.
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Event is a fact recorded in a stream. Its type name is stored with it and is
+// never derived from the Go type name: renaming a struct must not break
+// history, and a shipped type name never changes meaning.
+type Event interface {
+	EventType() string
+	SchemaVersion() int
+}
+
+// Meta is what the store records beside an event.
+type Meta struct {
+	EventID       string
+	StreamID      string
+	Version       int64
+	Position      string
+	RecordedAt    time.Time
+	CorrelationID string
+	CausationID   string
+	UserID        int64
+	RequestID     string
+}
+
+// Envelope is an event with its metadata.
+type Envelope struct {
+	Meta
+	Event Event
+}
+
+// Registry decodes stored events by type name.
+type Registry struct {
+	decoders map[string]func(json.RawMessage) (Event, error)
+}
+
+// register adds T under its own type name.
+func register[T Event](r *Registry) {
+	var zero T
+	name := zero.EventType()
+	if _, dup := r.decoders[name]; dup {
+		panic("events: type registered twice: " + name)
+	}
+	r.decoders[name] = func(data json.RawMessage) (Event, error) {
+		var e T
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("decode %s: %w", name, err)
+		}
+		return e, nil
+	}
+}
+
+// Decode turns a stored event back into its type.
+func (r *Registry) Decode(eventType string, schemaVersion int, data json.RawMessage) (Event, error) {
+	dec, ok := r.decoders[eventType]
+	if !ok {
+		return nil, fmt.Errorf("events: unknown event type %q", eventType)
+	}
+	return dec(data)
+}
+
+// Known reports whether eventType is registered.
+func (r *Registry) Known(eventType string) bool {
+	_, ok := r.decoders[eventType]
+	return ok
+}
+
+// NewRegistry returns a registry of every event Lectern records.
+func NewRegistry() *Registry {
+	r := &Registry{decoders: map[string]func(json.RawMessage) (Event, error){}}
+	register[UserSignedUp](r)
+	register[UserRoleGranted](r)
+	register[AgentCreated](r)
+	register[AgentUpdated](r)
+	return r
+}
