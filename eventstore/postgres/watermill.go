@@ -1,0 +1,151 @@
+package postgres
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// Topic is the Watermill topic name of the events table.
+const Topic = "events"
+
+// Message metadata keys the schema adapter fills from the events table.
+const (
+	MetaEventType     = "event_type"
+	MetaSchemaVersion = "schema_version"
+	MetaStreamID      = "stream_id"
+	MetaVersion       = "version"
+	MetaPosition      = "position"
+	MetaRecordedAt    = "recorded_at"
+	MetaMetadata      = "metadata"
+)
+
+// Schema is watermill-sql's PostgreSQL schema adapter over the events table:
+// the default schema's ordering by (transaction_id, offset) below the
+// pg_snapshot_xmin horizon, with the stream columns added to each message.
+// Events are appended by Store, never published through Watermill.
+type Schema struct {
+	wsql.DefaultPostgreSQLSchema
+}
+
+// NewSchema returns the adapter reading batch events per query.
+func NewSchema(batch int) Schema {
+	return Schema{wsql.DefaultPostgreSQLSchema{
+		GenerateMessagesTableName: func(string) string { return Topic },
+		SubscribeBatchSize:        batch,
+	}}
+}
+
+// SchemaInitializingQueries returns nothing: migrations own the schema.
+func (Schema) SchemaInitializingQueries(wsql.SchemaInitializingQueriesParams) ([]wsql.Query, error) {
+	return nil, nil
+}
+
+// InsertQuery refuses: events are appended through the event store only.
+func (Schema) InsertQuery(wsql.InsertQueryParams) (wsql.Query, error) {
+	return wsql.Query{}, errors.New("events are appended through the event store, not published")
+}
+
+// SelectQuery is the default PostgreSQL query with the stream columns.
+func (s Schema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, error) {
+	next, err := params.OffsetsAdapter.NextOffsetQuery(wsql.NextOffsetQueryParams{Topic: params.Topic, ConsumerGroup: params.ConsumerGroup})
+	if err != nil {
+		return wsql.Query{}, err
+	}
+	batch := s.SubscribeBatchSize
+	if batch <= 0 {
+		batch = 100
+	}
+	q := `SELECT * FROM (
+		WITH last_processed AS (` + next.Query + `)
+		SELECT "offset", transaction_id, uuid, payload::text, metadata::text, stream_id, version, event_type, schema_version, recorded_at
+		FROM events
+		WHERE ((transaction_id = (SELECT last_processed_transaction_id FROM last_processed)
+		        AND "offset" > (SELECT offset_acked FROM last_processed))
+		       OR transaction_id > (SELECT last_processed_transaction_id FROM last_processed))
+		  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+	) AS messages ORDER BY transaction_id, "offset" LIMIT ` + strconv.Itoa(batch)
+	return wsql.Query{Query: q, Args: next.Args}, nil
+}
+
+// UnmarshalMessage builds the message and its metadata from one row.
+func (Schema) UnmarshalMessage(params wsql.UnmarshalMessageParams) (wsql.Row, error) {
+	var r wsql.Row
+	var txid wsql.XID8
+	var payload, meta, stream, eventType string
+	var version int64
+	var schemaVersion int
+	var recordedAt time.Time
+	if err := params.Row.Scan(&r.Offset, &txid, &r.UUID, &payload, &meta, &stream, &version, &eventType, &schemaVersion, &recordedAt); err != nil {
+		return wsql.Row{}, fmt.Errorf("scan event row: %w", err)
+	}
+	r.Payload = []byte(payload)
+	r.Metadata = []byte(meta)
+	msg := message.NewMessage(string(r.UUID), r.Payload)
+	msg.Metadata.Set(MetaEventType, eventType)
+	msg.Metadata.Set(MetaSchemaVersion, strconv.Itoa(schemaVersion))
+	msg.Metadata.Set(MetaStreamID, stream)
+	msg.Metadata.Set(MetaVersion, strconv.FormatInt(version, 10))
+	msg.Metadata.Set(MetaPosition, strconv.FormatUint(uint64(txid), 10)+"-"+strconv.FormatInt(r.Offset, 10))
+	msg.Metadata.Set(MetaRecordedAt, recordedAt.UTC().Format(time.RFC3339Nano))
+	msg.Metadata.Set(MetaMetadata, meta)
+	r.Msg = msg
+	r.ExtraData = map[string]any{"transaction_id": txid}
+	return r, nil
+}
+
+// Offsets keeps each projection's position in projection_offsets and
+// announces every committed advance on the lectern_positions channel, so
+// requests waiting to read their own writes wake without polling.
+type Offsets struct {
+	wsql.DefaultPostgreSQLOffsetsAdapter
+}
+
+// NewOffsets returns the offsets adapter.
+func NewOffsets() Offsets {
+	return Offsets{wsql.DefaultPostgreSQLOffsetsAdapter{
+		GenerateMessagesOffsetsTableName: func(string) string { return "projection_offsets" },
+	}}
+}
+
+// PositionsChannel is the NOTIFY channel of projection advances; the payload
+// is "<consumer group> <position>".
+const PositionsChannel = "lectern_positions"
+
+// EventsChannel is the NOTIFY channel raised by every committed append.
+const EventsChannel = "lectern_events"
+
+// SchemaInitializingQueries returns nothing: migrations own the schema.
+func (Offsets) SchemaInitializingQueries(wsql.OffsetsSchemaInitializingQueriesParams) ([]wsql.Query, error) {
+	return nil, nil
+}
+
+// AckMessageQuery stores the offset and notifies (delivered at commit).
+func (Offsets) AckMessageQuery(params wsql.AckMessageQueryParams) (wsql.Query, error) {
+	txid, ok := params.LastRow.ExtraData["transaction_id"].(wsql.XID8)
+	if !ok {
+		return wsql.Query{}, errors.New("ack: row without transaction id")
+	}
+	pos := strconv.FormatUint(uint64(txid), 10) + "-" + strconv.FormatInt(params.LastRow.Offset, 10)
+	return wsql.Query{
+		Query: `WITH ack AS (
+			INSERT INTO projection_offsets (offset_acked, last_processed_transaction_id, consumer_group)
+			VALUES ($1, $2::text::xid8, $3)
+			ON CONFLICT (consumer_group) DO UPDATE SET
+				offset_acked = excluded.offset_acked,
+				last_processed_transaction_id = excluded.last_processed_transaction_id
+			RETURNING 1)
+		SELECT pg_notify('` + PositionsChannel + `', $4) FROM ack`,
+		Args: []any{params.LastRow.Offset, strconv.FormatUint(uint64(txid), 10), params.ConsumerGroup, params.ConsumerGroup + " " + pos},
+	}, nil
+}
+
+// DecodeMetadata reads the event metadata JSON a message carries.
+func DecodeMetadata(msg *message.Message, into any) error {
+	return json.Unmarshal([]byte(msg.Metadata.Get(MetaMetadata)), into)
+}

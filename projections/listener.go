@@ -1,0 +1,199 @@
+// Package projections folds events into the PostgreSQL read models through
+// Watermill, one consumer group per projection, and tells waiting requests
+// when their writes have been applied.
+package projections
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
+)
+
+// Listener holds one LISTEN connection per process. It wakes projection
+// subscribers when events are committed and keeps every projection's
+// committed position, so a request can wait for its own write without polling.
+type Listener struct {
+	pool   *pgxpool.Pool
+	logger *slog.Logger
+
+	mu        sync.Mutex
+	wakers    []chan struct{}
+	positions map[string]eventstore.Position
+	changed   chan struct{} // closed and replaced whenever positions change
+	live      bool          // the LISTEN connection is up
+}
+
+// NewListener returns a listener; Run starts it.
+func NewListener(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
+	return &Listener{pool: pool, logger: logger, positions: map[string]eventstore.Position{}, changed: make(chan struct{})}
+}
+
+// Wake returns a channel that receives (without blocking the sender) after
+// every committed append; a missed signal is kept until read.
+func (l *Listener) Wake() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ch := make(chan struct{}, 1)
+	l.wakers = append(l.wakers, ch)
+	return ch
+}
+
+func (l *Listener) wakeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ch := range l.wakers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Run listens until ctx ends, reconnecting with backoff when the connection drops.
+func (l *Listener) Run(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.listen(ctx)
+		l.setLive(false)
+		if ctx.Err() != nil {
+			return
+		}
+		l.logger.Warn("notification listener disconnected; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (l *Listener) listen(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, ch := range []string{postgres.EventsChannel, postgres.PositionsChannel} {
+		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+			return err
+		}
+	}
+	// Anything committed while we were not listening: catch up.
+	if err := l.Refresh(ctx); err != nil {
+		return err
+	}
+	l.setLive(true)
+	l.wakeAll()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		switch n.Channel {
+		case postgres.EventsChannel:
+			l.wakeAll()
+		case postgres.PositionsChannel:
+			group, cursor, ok := strings.Cut(n.Payload, " ")
+			if pos, err := eventstore.ParsePosition(cursor); ok && err == nil {
+				l.advance(group, pos)
+			}
+		}
+	}
+}
+
+func (l *Listener) setLive(live bool) {
+	l.mu.Lock()
+	l.live = live
+	l.mu.Unlock()
+}
+
+func (l *Listener) advance(group string, pos eventstore.Position) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if pos.Compare(l.positions[group]) <= 0 {
+		return
+	}
+	l.positions[group] = pos
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Refresh reads every projection's committed position from the database.
+func (l *Listener) Refresh(ctx context.Context) error {
+	rows, err := l.pool.Query(ctx, `SELECT consumer_group, last_processed_transaction_id::text, coalesce(offset_acked, 0) FROM projection_offsets`)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var group, txid string
+		var offset int64
+		if err := rows.Scan(&group, &txid, &offset); err != nil {
+			return err
+		}
+		if pos, err := eventstore.ParsePosition(txid + "-" + strconv.FormatInt(offset, 10)); err == nil {
+			l.advance(group, pos)
+		}
+	}
+	return rows.Err()
+}
+
+// Position is a projection's last committed position.
+func (l *Listener) Position(group string) eventstore.Position {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.positions[group]
+}
+
+// reached reports whether every group has applied pos, and the channel that
+// closes on the next change.
+func (l *Listener) reached(pos eventstore.Position, groups []string) (bool, <-chan struct{}, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, g := range groups {
+		if l.positions[g].Compare(pos) < 0 {
+			return false, l.changed, l.live
+		}
+	}
+	return true, nil, l.live
+}
+
+// WaitFor blocks until every named projection has applied the event at pos,
+// or ctx ends. A lost notification costs at most one fallback interval.
+func (l *Listener) WaitFor(ctx context.Context, pos eventstore.Position, groups ...string) error {
+	const fallback = 100 * time.Millisecond
+	for {
+		done, changed, live := l.reached(pos, groups)
+		if done {
+			return nil
+		}
+		if !live {
+			if err := l.Refresh(ctx); err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if done, _, _ = l.reached(pos, groups); done {
+				return nil
+			}
+		}
+		timer := time.NewTimer(fallback)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return ctx.Err()
+		case <-changed:
+			timer.Stop()
+		case <-timer.C:
+			_ = l.Refresh(ctx)
+		}
+	}
+}

@@ -1,0 +1,316 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/ThreeDotsLabs/watermill/components/cqrs"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/events"
+	"lectern/eventstore/postgres"
+)
+
+// Projection is a read model's consumer group and its event handlers. The
+// name is a persisted identifier (it names the group's offsets row): never
+// rename one casually.
+type Projection struct {
+	Name     string
+	Handlers []cqrsHandler
+}
+
+// Handler applies one event inside the projection's transaction.
+type Handler[T events.Event] func(ctx context.Context, tx pgx.Tx, m events.Meta, e T) error
+
+// On adapts a typed handler to Watermill's group handler: it takes the
+// subscriber's transaction from the message context, so the rows it writes
+// commit together with the projection's offset.
+func On[T events.Event](h Handler[T]) cqrs.GroupEventHandler {
+	return cqrs.NewGroupEventHandler(func(ctx context.Context, e *T) error {
+		tx, err := txFrom(ctx)
+		if err != nil {
+			return err
+		}
+		msg := cqrs.OriginalMessageFromCtx(ctx)
+		if msg == nil {
+			return errors.New("projection: no message in context")
+		}
+		m, err := metaOf(msg)
+		if err != nil {
+			return err
+		}
+		return h(ctx, tx, m, *e)
+	})
+}
+
+func txFrom(ctx context.Context) (pgx.Tx, error) {
+	wtx, ok := wsql.TxFromContext(ctx)
+	if !ok {
+		return nil, errors.New("projection: no transaction in context")
+	}
+	ptx, ok := wtx.(*wsql.PgxTx)
+	if !ok {
+		return nil, fmt.Errorf("projection: transaction is %T, not pgx", wtx)
+	}
+	return ptx.Tx, nil
+}
+
+func metaOf(msg *message.Message) (events.Meta, error) {
+	m := events.Meta{
+		EventID:  msg.UUID,
+		StreamID: msg.Metadata.Get(postgres.MetaStreamID),
+		Position: msg.Metadata.Get(postgres.MetaPosition),
+	}
+	var err error
+	if m.Version, err = strconv.ParseInt(msg.Metadata.Get(postgres.MetaVersion), 10, 64); err != nil {
+		return m, fmt.Errorf("event %s version: %w", msg.UUID, err)
+	}
+	if m.RecordedAt, err = time.Parse(time.RFC3339Nano, msg.Metadata.Get(postgres.MetaRecordedAt)); err != nil {
+		return m, fmt.Errorf("event %s recorded_at: %w", msg.UUID, err)
+	}
+	var md struct {
+		CorrelationID string `json:"correlation_id"`
+		CausationID   string `json:"causation_id"`
+		UserID        int64  `json:"user_id"`
+		RequestID     string `json:"request_id"`
+	}
+	if err := postgres.DecodeMetadata(msg, &md); err != nil {
+		return m, fmt.Errorf("event %s metadata: %w", msg.UUID, err)
+	}
+	m.CorrelationID, m.CausationID, m.UserID, m.RequestID = md.CorrelationID, md.CausationID, md.UserID, md.RequestID
+	return m, nil
+}
+
+// marshaler names events by their stable type names and decodes payloads.
+type marshaler struct{ registry *events.Registry }
+
+func (marshaler) Marshal(any) (*message.Message, error) {
+	return nil, errors.New("events are appended through the event store")
+}
+
+func (m marshaler) Unmarshal(msg *message.Message, v any) error {
+	if err := json.Unmarshal(msg.Payload, v); err != nil {
+		return fmt.Errorf("decode %s %s: %w", msg.Metadata.Get(postgres.MetaEventType), msg.UUID, err)
+	}
+	return nil
+}
+
+func (marshaler) Name(v any) string {
+	if e, ok := v.(events.Event); ok {
+		return e.EventType()
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func (marshaler) NameFromMessage(msg *message.Message) string {
+	return msg.Metadata.Get(postgres.MetaEventType)
+}
+
+// wakeBackoff waits for the next committed append instead of sleeping the
+// subscriber's whole poll interval; the poll is only a fallback for appends
+// that commit while the horizon holds them back.
+type wakeBackoff struct {
+	wake     <-chan struct{}
+	closing  <-chan struct{}
+	fallback time.Duration
+	retry    time.Duration
+}
+
+func (b wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
+	if err != nil {
+		logger.Error("projection query failed", err, nil)
+		return b.retry
+	}
+	if !noMsg {
+		return 0
+	}
+	t := time.NewTimer(b.fallback)
+	defer t.Stop()
+	select {
+	case <-b.wake:
+	case <-t.C:
+	case <-b.closing:
+	}
+	return 0
+}
+
+// Status is a projection's health, for readiness checks.
+type Status struct {
+	Name    string
+	Stalled bool
+	Error   string
+	EventID string
+}
+
+// Runner runs every projection until its context ends.
+type Runner struct {
+	pool        *pgxpool.Pool
+	listener    *Listener
+	registry    *events.Registry
+	logger      *slog.Logger
+	projections []Projection
+	// MaxAttempts of one event before its projection stops as poisoned.
+	MaxAttempts int
+	// Fallback poll interval when no notification arrives.
+	Fallback time.Duration
+
+	mu     sync.Mutex
+	status map[string]*Status
+}
+
+// NewRunner returns a runner of projections.
+func NewRunner(pool *pgxpool.Pool, listener *Listener, registry *events.Registry, logger *slog.Logger, projections ...Projection) *Runner {
+	return &Runner{
+		pool: pool, listener: listener, registry: registry, logger: logger, projections: projections,
+		MaxAttempts: 5, Fallback: 250 * time.Millisecond, status: map[string]*Status{},
+	}
+}
+
+// Statuses reports every projection's health.
+func (r *Runner) Statuses() []Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Status, 0, len(r.projections))
+	for _, p := range r.projections {
+		if s, ok := r.status[p.Name]; ok {
+			out = append(out, *s)
+		} else {
+			out = append(out, Status{Name: p.Name})
+		}
+	}
+	return out
+}
+
+// Run starts one router per projection and blocks until ctx ends and every
+// in-flight batch has committed or rolled back.
+func (r *Runner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(r.projections))
+	for _, p := range r.projections {
+		router, err := r.router(ctx, p)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := router.Run(ctx); err != nil {
+				errs <- fmt.Errorf("projection %s: %w", p.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var all error
+	for err := range errs {
+		all = errors.Join(all, err)
+	}
+	return all
+}
+
+func (r *Runner) router(ctx context.Context, p Projection) (*message.Router, error) {
+	wlog := watermill.NewSlogLoggerWithLevelMapping(r.logger.With("projection", p.Name), map[slog.Level]slog.Level{
+		slog.LevelInfo: slog.LevelDebug,
+	})
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 15 * time.Second}, wlog)
+	if err != nil {
+		return nil, err
+	}
+	router.AddMiddleware(r.attempts(p.Name, router))
+
+	closing := make(chan struct{})
+	go func() {
+		<-ctx.Done()
+		close(closing)
+	}()
+	processor, err := cqrs.NewEventGroupProcessorWithConfig(router, cqrs.EventGroupProcessorConfig{
+		GenerateSubscribeTopic: func(cqrs.EventGroupProcessorGenerateSubscribeTopicParams) (string, error) {
+			return postgres.Topic, nil
+		},
+		SubscriberConstructor: func(params cqrs.EventGroupProcessorSubscriberConstructorParams) (message.Subscriber, error) {
+			ackDeadline := 30 * time.Second
+			return wsql.NewSubscriber(wsql.BeginnerFromPgx(r.pool), wsql.SubscriberConfig{
+				ConsumerGroup:  params.EventGroupName,
+				SchemaAdapter:  postgres.NewSchema(100),
+				OffsetsAdapter: postgres.NewOffsets(),
+				AckDeadline:    &ackDeadline,
+				ResendInterval: 50 * time.Millisecond,
+				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second},
+			}, wlog)
+		},
+		AckOnUnknownEvent: true,
+		Marshaler:         marshaler{registry: r.registry},
+		Logger:            wlog,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := processor.AddHandlersGroup(p.Name, p.Handlers...); err != nil {
+		return nil, err
+	}
+	return router, nil
+}
+
+// attempts runs each delivery inside a savepoint, so a failed attempt leaves
+// nothing behind, and retries it; an event that keeps failing stops its
+// projection loudly instead of being skipped.
+func (r *Runner) attempts(name string, router *message.Router) message.HandlerMiddleware {
+	return func(h message.HandlerFunc) message.HandlerFunc {
+		return func(msg *message.Message) ([]*message.Message, error) {
+			ctx := msg.Context()
+			tx, err := txFrom(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for attempt := 1; ; attempt++ {
+				if _, err := tx.Exec(ctx, "SAVEPOINT projection_event"); err != nil {
+					return nil, err
+				}
+				out, herr := h(msg)
+				if herr == nil {
+					_, err := tx.Exec(ctx, "RELEASE SAVEPOINT projection_event")
+					return out, err
+				}
+				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT projection_event"); err != nil {
+					return nil, errors.Join(herr, err)
+				}
+				if ctx.Err() != nil {
+					return nil, herr
+				}
+				if attempt >= r.MaxAttempts {
+					r.stall(name, msg, herr)
+					go func() { _ = router.Close() }()
+					return nil, herr
+				}
+				r.logger.Warn("projection handler failed; retrying", "projection", name, "event_id", msg.UUID,
+					"event_type", msg.Metadata.Get(postgres.MetaEventType), "attempt", attempt, "error", herr)
+				select {
+				case <-ctx.Done():
+					return nil, herr
+				case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+				}
+			}
+		}
+	}
+}
+
+func (r *Runner) stall(name string, msg *message.Message, err error) {
+	r.logger.Error("projection stopped at a poison event; it will not advance until the event can be applied",
+		"projection", name, "event_id", msg.UUID, "event_type", msg.Metadata.Get(postgres.MetaEventType),
+		"stream_id", msg.Metadata.Get(postgres.MetaStreamID), "position", msg.Metadata.Get(postgres.MetaPosition), "error", err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status[name] = &Status{Name: name, Stalled: true, Error: err.Error(), EventID: msg.UUID}
+}
+
+type cqrsHandler = cqrs.GroupEventHandler
