@@ -19,6 +19,9 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrUnauthenticated: no valid credentials.
 	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrBadRequest: the request is well-formed but cannot be honoured as sent
+	// (a wrong verification code, a token for another e-mail).
+	ErrBadRequest = errors.New("bad request")
 	// ErrBadGateway: every upstream the request depended on failed.
 	ErrBadGateway = errors.New("bad gateway")
 )

@@ -1,0 +1,27 @@
+# Lectern. `make run` serves the API; `make test` runs every test against a
+# throwaway PostgreSQL (or DATABASE_URL when set).
+.PHONY: run test bench lint fmt vet stop-db tools
+
+GO ?= go
+
+run:
+	scripts/run.sh
+
+test:
+	scripts/with-postgres.sh $(GO) test -race -count=1 ./...
+
+bench:
+	scripts/with-postgres.sh $(GO) run ./cmd/lectern-bench
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+lint: vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+stop-db:
+	scripts/pg.sh stop "$$PWD/.data/pg"

@@ -1,0 +1,116 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/jackc/pgx/v5"
+
+	"lectern/derrors"
+)
+
+// bufferedResponse holds a response until it is known whether to keep it.
+type bufferedResponse struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferedResponse) Header() http.Header { return b.header }
+func (b *bufferedResponse) Write(p []byte) (int, error) {
+	if b.status == 0 {
+		b.status = http.StatusOK
+	}
+	return b.body.Write(p)
+}
+func (b *bufferedResponse) WriteHeader(code int) {
+	if b.status == 0 {
+		b.status = code
+	}
+}
+
+// replayedHeaders are the headers a replay repeats.
+var replayedHeaders = []string{"Content-Type", "X-Event-Position", "X-Projection-Pending", "Location"}
+
+// idempotently runs a POST once per (user, Idempotency-Key): a retry with the
+// same key and request gets the first response and appends nothing. Keys are
+// kept 24 hours.
+func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int64, body []byte, handle func(http.ResponseWriter) error) error {
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 255 {
+		return derrors.New(derrors.ErrBadRequest, "Idempotency-Key must be at most 255 characters")
+	}
+	sum := sha256.Sum256(body)
+	request := r.Method + " " + r.URL.RequestURI() + " " + hex.EncodeToString(sum[:])
+	ctx := r.Context()
+	db := s.deps.DB
+
+	// Keys older than a day are forgotten.
+	if _, err := db.Exec(ctx, `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at < now() - interval '24 hours'`, userID, key); err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, request, status, headers, body) VALUES ($1, $2, $3, 0, '{}', '') ON CONFLICT DO NOTHING`, userID, key, request)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		var storedRequest string
+		var status int
+		var headers map[string]string
+		var stored []byte
+		err := db.QueryRow(ctx, `SELECT request, status, headers, body FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key).
+			Scan(&storedRequest, &status, &headers, &stored)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return derrors.New(derrors.ErrConflict, "A request with this Idempotency-Key is still in progress")
+		}
+		if err != nil {
+			return err
+		}
+		if storedRequest != request {
+			return derrors.Invalid([]any{"header", "Idempotency-Key"}, key, "Idempotency-Key was already used with a different request")
+		}
+		if status == 0 {
+			return derrors.New(derrors.ErrConflict, "A request with this Idempotency-Key is still in progress")
+		}
+		for k, v := range headers {
+			w.Header().Set(k, v)
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		w.WriteHeader(status)
+		_, _ = w.Write(stored)
+		return nil
+	}
+
+	buf := &bufferedResponse{header: http.Header{}}
+	herr := handle(buf)
+	if herr != nil || buf.status >= 400 {
+		// Failures are not remembered: a retry runs again.
+		_, _ = db.Exec(context.WithoutCancel(ctx), `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key)
+		if herr != nil {
+			return herr
+		}
+	} else {
+		keep := map[string]string{}
+		for _, h := range replayedHeaders {
+			if v := buf.header.Get(h); v != "" {
+				keep[h] = v
+			}
+		}
+		hdr, _ := json.Marshal(keep)
+		if _, err := db.Exec(context.WithoutCancel(ctx), `UPDATE idempotency_keys SET status = $3, headers = $4, body = $5 WHERE user_id = $1 AND key = $2`,
+			userID, key, buf.status, hdr, buf.body.Bytes()); err != nil {
+			return err
+		}
+	}
+	for k, v := range buf.header {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(buf.status)
+	_, _ = w.Write(buf.body.Bytes())
+	return nil
+}

@@ -1,0 +1,140 @@
+package api
+
+import (
+	"net"
+	"net/http"
+
+	"lectern/api/validation"
+	"lectern/commands"
+)
+
+var (
+	emailField   = validation.Field{Name: "email", Kind: validation.Email, Required: true}
+	sendCodeBody = validation.Schema{Fields: []validation.Field{emailField}}
+	verifyBody   = validation.Schema{Fields: []validation.Field{
+		emailField, reqString("code", 32), reqString("verification_token", 256),
+	}}
+	signupBody = validation.Schema{Fields: []validation.Field{
+		emailField,
+		{Name: "password", Kind: validation.String, Required: true, MinLength: 8, MaxLength: 128},
+		{Name: "name", Kind: validation.String, Required: true, MinLength: 1, MaxLength: maxName},
+		reqString("email_verified_token", 2048),
+	}}
+	loginBody = validation.Schema{Fields: []validation.Field{
+		emailField, reqString("password", 128),
+	}}
+	refreshBody = validation.Schema{Fields: []validation.Field{reqString("refresh_token", 256)}}
+)
+
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+type tokensJSON struct {
+	AccessToken  string `json:"access_token"`
+	RefreshToken string `json:"refresh_token"`
+	TokenType    string `json:"token_type"`
+}
+
+func tokensOf(t commands.Tokens) tokensJSON {
+	return tokensJSON{AccessToken: t.AccessToken, RefreshToken: t.RefreshToken, TokenType: "bearer"}
+}
+
+type userJSON struct {
+	ID         int64    `json:"id"`
+	Email      string   `json:"email"`
+	Name       string   `json:"name"`
+	Roles      []string `json:"roles"`
+	PartnerIDs []int64  `json:"partner_ids"`
+	CreatedAt  string   `json:"created_at"`
+	UpdatedAt  string   `json:"updated_at"`
+}
+
+func (s *Server) sendCode(w http.ResponseWriter, r *http.Request, in input) error {
+	email, _ := in.body.String("email")
+	token, expires, err := s.deps.Identity.SendCode(r.Context(), email, clientAddr(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{
+		"email": commands.NormalizeEmail(email), "verification_token": token, "expires_at": ts(expires),
+	})
+	return nil
+}
+
+func (s *Server) verifyCode(w http.ResponseWriter, r *http.Request, in input) error {
+	email, _ := in.body.String("email")
+	code, _ := in.body.String("code")
+	token, _ := in.body.String("verification_token")
+	verified, err := s.deps.Identity.VerifyCode(r.Context(), email, code, token, clientAddr(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"email": commands.NormalizeEmail(email), "email_verified_token": verified})
+	return nil
+}
+
+func (s *Server) signUp(w http.ResponseWriter, r *http.Request, in input) error {
+	email, _ := in.body.String("email")
+	password, _ := in.body.String("password")
+	name, _ := in.body.String("name")
+	token, _ := in.body.String("email_verified_token")
+	user, toks, res, err := s.deps.Identity.SignUp(r.Context(), email, password, name, token)
+	if err != nil {
+		return err
+	}
+	s.settle(w, r, res, usersReadModels...)
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"user": userJSON{ID: user.ID, Email: user.Email, Name: user.Name, Roles: user.Roles, PartnerIDs: []int64{},
+			CreatedAt: ts(user.CreatedAt), UpdatedAt: ts(user.UpdatedAt)},
+		"access_token": toks.AccessToken, "refresh_token": toks.RefreshToken, "token_type": "bearer",
+	})
+	return nil
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request, in input) error {
+	email, _ := in.body.String("email")
+	password, _ := in.body.String("password")
+	toks, err := s.deps.Identity.Login(r.Context(), email, password, clientAddr(r))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, tokensOf(toks))
+	return nil
+}
+
+func (s *Server) refresh(w http.ResponseWriter, r *http.Request, in input) error {
+	token, _ := in.body.String("refresh_token")
+	toks, err := s.deps.Identity.Refresh(r.Context(), token)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, tokensOf(toks))
+	return nil
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, in input) error {
+	token, _ := in.body.String("refresh_token")
+	if err := s.deps.Identity.Logout(r.Context(), token); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) me(w http.ResponseWriter, r *http.Request, in input) error {
+	if err := s.awaitMinPosition(w, r, usersReadModels...); err != nil {
+		return err
+	}
+	u, err := s.deps.Queries.UserByID(r.Context(), in.user.UserID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, userJSON{ID: u.ID, Email: u.Email, Name: u.Name, Roles: u.Roles, PartnerIDs: []int64{},
+		CreatedAt: ts(u.CreatedAt), UpdatedAt: ts(u.UpdatedAt)})
+	return nil
+}

@@ -1,0 +1,155 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/swaggest/swgui/v5emb"
+
+)
+
+// docsHandler serves Swagger UI with its assets embedded in the binary, so the
+// docs page works offline.
+func docsHandler() http.Handler {
+	return v5emb.New("Lectern API", "/openapi.json", "/docs/")
+}
+
+// JSON Schema builders for the response components.
+type schema = map[string]any
+
+func ref(name string) schema { return schema{"$ref": "#/components/schemas/" + name} }
+func str() schema            { return schema{"type": "string"} }
+func integer() schema        { return schema{"type": "integer"} }
+func boolean() schema        { return schema{"type": "boolean"} }
+func dateTime() schema       { return schema{"type": "string", "format": "date-time"} }
+func arrayOf(items schema) schema {
+	return schema{"type": "array", "items": items}
+}
+func nullable(s schema) schema {
+	out := schema{}
+	for k, v := range s {
+		out[k] = v
+	}
+	out["type"] = []any{s["type"], "null"}
+	return out
+}
+func object(props schema, required ...string) schema {
+	if required == nil {
+		required = []string{}
+	}
+	return schema{"type": "object", "properties": props, "required": required}
+}
+
+func listOf(item string) schema {
+	return object(schema{"items": arrayOf(ref(item)), "total": integer(), "page": integer(), "size": integer()},
+		"items", "total", "page", "size")
+}
+
+// components are the response schemas, by name.
+func components() schema {
+	tokens := schema{"access_token": str(), "refresh_token": str(), "token_type": str()}
+	me := object(schema{
+		"id": integer(), "email": str(), "name": str(), "roles": arrayOf(str()),
+		"partner_ids": arrayOf(integer()), "created_at": dateTime(), "updated_at": dateTime(),
+	}, "id", "email", "name", "roles", "partner_ids", "created_at", "updated_at")
+	return schema{
+		"ErrorDetail": object(schema{"detail": str()}, "detail"),
+		"ValidationError": object(schema{
+			"type": str(), "loc": arrayOf(schema{"type": []any{"string", "integer"}}), "msg": str(),
+			"input": schema{}, "ctx": schema{"type": "object"},
+		}, "type", "loc", "msg", "input"),
+		"HTTPValidationError": object(schema{"detail": arrayOf(ref("ValidationError"))}, "detail"),
+		"EmailCodeSent": object(schema{"email": str(), "verification_token": str(), "expires_at": dateTime()},
+			"email", "verification_token", "expires_at"),
+		"EmailVerification": object(schema{"email": str(), "email_verified_token": str()}, "email", "email_verified_token"),
+		"LoginTokens":       object(tokens, "access_token", "refresh_token", "token_type"),
+		"Me":                me,
+		"SignUpResult": object(schema{"user": ref("Me"), "access_token": str(), "refresh_token": str(), "token_type": str()},
+			"user", "access_token", "refresh_token", "token_type"),
+		"Agent": object(schema{
+			"agent_id": integer(), "owner_id": integer(), "name": str(), "system_prompt": str(),
+			"role_description": nullable(str()), "template_source": nullable(str()), "is_active": boolean(),
+			"created_at": dateTime(), "updated_at": dateTime(),
+		}, "agent_id", "owner_id", "name", "system_prompt", "is_active", "created_at", "updated_at"),
+		"AgentList": listOf("Agent"),
+	}
+}
+
+var statusText = map[int]string{
+	400: "Bad request", 401: "Not authenticated", 403: "Not enough permissions", 404: "Not found",
+	409: "Conflict", 413: "Request body too large", 422: "Validation error", 429: "Too many requests",
+	502: "Every model failed",
+}
+
+// openAPI renders the OpenAPI 3.1 document of every operation.
+func (s *Server) openAPI() ([]byte, error) {
+	paths := schema{}
+	for _, op := range s.ops {
+		item, _ := paths[op.path].(schema)
+		if item == nil {
+			item = schema{}
+			paths[op.path] = item
+		}
+		o := schema{"operationId": op.id, "summary": op.summary, "tags": []string{op.tag}}
+		if op.auth {
+			o["security"] = []schema{{"bearer": []string{}}}
+		}
+		var params []schema
+		for _, f := range op.pathParams {
+			params = append(params, schema{"name": f.Name, "in": "path", "required": true, "schema": f.JSONSchema()})
+		}
+		for _, f := range op.query {
+			params = append(params, schema{"name": f.Name, "in": "query", "required": f.Required, "schema": f.JSONSchema()})
+		}
+		if op.idempotent {
+			params = append(params, schema{"name": "Idempotency-Key", "in": "header", "required": false,
+				"description": "Retrying with the same key returns the first response (kept 24 h)",
+				"schema": schema{"type": "string", "maxLength": 255}})
+		}
+		if params != nil {
+			o["parameters"] = params
+		}
+		if op.body != nil {
+			o["requestBody"] = schema{"required": true, "content": schema{"application/json": schema{"schema": op.body.JSONSchema()}}}
+		}
+		responses := schema{}
+		success := schema{"description": http.StatusText(op.status)}
+		if op.response != "" {
+			success["content"] = schema{"application/json": schema{"schema": ref(op.response)}}
+		}
+		responses[strconv.Itoa(op.status)] = success
+		errs := append([]int{}, op.errors...)
+		if op.body != nil || op.pathParams != nil || op.query != nil {
+			errs = append(errs, 422)
+		}
+		if op.body != nil {
+			errs = append(errs, 413)
+		}
+		sort.Ints(errs)
+		for _, code := range errs {
+			body := ref("ErrorDetail")
+			if code == 422 {
+				body = ref("HTTPValidationError")
+			}
+			responses[strconv.Itoa(code)] = schema{"description": statusText[code],
+				"content": schema{"application/json": schema{"schema": body}}}
+		}
+		o["responses"] = responses
+		item[strings.ToLower(op.method)] = o
+	}
+	doc := schema{
+		"openapi": "3.1.0",
+		"info": schema{"title": "Lectern", "version": "1.0.0",
+			"description": "AI practice classrooms: practice chats against language models, agents, classes and enrollments."},
+		"paths": paths,
+		"components": schema{
+			"schemas":         components(),
+			"securitySchemes": schema{"bearer": schema{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
+		},
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+

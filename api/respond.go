@@ -1,0 +1,113 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"lectern/api/validation"
+	"lectern/derrors"
+)
+
+// timeFormat is UTC RFC 3339 with microseconds, as every timestamp on the wire.
+const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+// ts formats a timestamp for the wire.
+func ts(t time.Time) string { return t.UTC().Format(timeFormat) }
+
+// tsPtr formats an optional timestamp.
+func tsPtr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := ts(*t)
+	return &s
+}
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status, body = http.StatusInternalServerError, []byte(`{"detail":"Internal Server Error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+type detail struct {
+	Detail string `json:"detail"`
+}
+
+// writeDetail writes the contract's {"detail": "..."} error body.
+func writeDetail(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, detail{Detail: msg})
+}
+
+// writeValidation writes a 422 with pydantic-shaped items.
+func writeValidation(w http.ResponseWriter, errs validation.Errors) {
+	body, err := errs.DetailJSON()
+	if err != nil {
+		writeDetail(w, http.StatusInternalServerError, "Internal Server Error")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusUnprocessableEntity)
+	_, _ = w.Write(body)
+}
+
+// writeError renders err: one table from error kind to status. 5xx are
+// logged as errors (with the cause, which the client never sees), the rest
+// as info.
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	var (
+		verrs    validation.Errors
+		field    *derrors.FieldError
+		limited  *derrors.RateLimitedError
+		tooLarge *http.MaxBytesError
+		de       *derrors.Error
+	)
+	status, msg := http.StatusInternalServerError, "Internal Server Error"
+	switch {
+	case errors.As(err, &verrs):
+		writeValidation(w, verrs)
+		logger.Info("request rejected", "status", 422, "request_id", requestID(r.Context()))
+		return
+	case errors.As(err, &field):
+		writeValidation(w, validation.Errors{validation.ValueError(field.Loc, field.Input, field.Msg)})
+		logger.Info("request rejected", "status", 422, "error", err, "request_id", requestID(r.Context()))
+		return
+	case errors.As(err, &limited):
+		secs := int(math.Ceil(limited.RetryAfter.Seconds()))
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		status, msg = http.StatusTooManyRequests, limited.Detail
+	case errors.As(err, &tooLarge):
+		status, msg = http.StatusRequestEntityTooLarge, "Request body too large"
+	case errors.Is(err, derrors.ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		status, msg = http.StatusUnauthorized, "Could not validate credentials"
+	case errors.Is(err, derrors.ErrForbidden):
+		status, msg = http.StatusForbidden, "Not enough permissions"
+	case errors.Is(err, derrors.ErrNotFound):
+		status, msg = http.StatusNotFound, "Not Found"
+	case errors.Is(err, derrors.ErrConflict):
+		status, msg = http.StatusConflict, "Conflict"
+	case errors.Is(err, derrors.ErrBadRequest):
+		status, msg = http.StatusBadRequest, "Bad Request"
+	case errors.Is(err, derrors.ErrBadGateway):
+		status, msg = http.StatusBadGateway, "Bad Gateway"
+	}
+	if status < 500 && errors.As(err, &de) {
+		msg = de.Detail
+	}
+	if status >= 500 {
+		logger.Error("request failed", "status", status, "error", err, "method", r.Method, "path", r.URL.Path, "request_id", requestID(r.Context()))
+	} else {
+		logger.Info("request rejected", "status", status, "error", err, "request_id", requestID(r.Context()))
+	}
+	writeDetail(w, status, msg)
+}

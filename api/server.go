@@ -1,0 +1,232 @@
+// Package api is Lectern's HTTP edge: routing, authentication, request
+// decoding and validation, and error rendering. It holds no business rules.
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/api/validation"
+	"lectern/auth"
+	"lectern/commands"
+	"lectern/derrors"
+	"lectern/eventstore"
+	"lectern/projections"
+	"lectern/queries"
+)
+
+// Deps are the application the HTTP edge serves.
+type Deps struct {
+	Commands *commands.Commands
+	Identity *commands.Identity
+	Queries  *queries.DB
+	Tokens   *auth.Tokens
+	Listener *projections.Listener
+	DB       *pgxpool.Pool
+	Logger   *slog.Logger
+	// ConsistencyWait bounds how long a write waits for its read models.
+	ConsistencyWait time.Duration
+	// Ready reports whether the service can serve (readiness probe).
+	Ready func(ctx context.Context) error
+}
+
+// Validate reports every missing dependency.
+func (d Deps) Validate() error {
+	var err error
+	for name, missing := range map[string]bool{
+		"commands": d.Commands == nil, "identity": d.Identity == nil, "queries": d.Queries == nil,
+		"tokens": d.Tokens == nil, "listener": d.Listener == nil, "db": d.DB == nil, "logger": d.Logger == nil,
+	} {
+		if missing {
+			err = errors.Join(err, errors.New("api: missing "+name))
+		}
+	}
+	return err
+}
+
+// Server serves the API.
+type Server struct {
+	deps    Deps
+	ops     []operation
+	handler http.Handler
+}
+
+// New builds the router.
+func New(deps Deps) (*Server, error) {
+	if err := deps.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.ConsistencyWait == 0 {
+		deps.ConsistencyWait = 2 * time.Second
+	}
+	s := &Server{deps: deps}
+	s.ops = s.operations()
+
+	r := chi.NewRouter()
+	r.Use(withRequestID, accessLog(deps.Logger), limitBody)
+	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeDetail(w, http.StatusNotFound, "Not Found") })
+	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+	})
+	for _, op := range s.ops {
+		r.Method(op.method, op.path, s.serve(op))
+	}
+	doc, err := s.openAPI()
+	if err != nil {
+		return nil, err
+	}
+	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(doc)
+	})
+	r.Mount("/docs", docsHandler())
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	r.Get("/readyz", s.readyz)
+	s.handler = r
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Router exposes the chi router (tests match requests to route patterns).
+func (s *Server) Router() chi.Router { return s.handler.(chi.Router) }
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.deps.Ready != nil {
+		if err := s.deps.Ready(r.Context()); err != nil {
+			writeDetail(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// input is a validated request.
+type input struct {
+	path, query, body validation.Values
+	user              *Principal
+}
+
+// operation is one route with everything needed to serve and document it.
+type operation struct {
+	method, path     string
+	id, summary, tag string
+	auth             bool
+	pathParams       []validation.Field
+	query            []validation.Field
+	body             *validation.Schema
+	status           int    // success status
+	response         string // component schema of the success body; "" for none
+	errors           []int  // documented error statuses besides 422
+	idempotent       bool   // honours Idempotency-Key
+	handle           func(w http.ResponseWriter, r *http.Request, in input) error
+}
+
+// serve authenticates, validates path, query and body together (every error
+// at once, as FastAPI does), then runs the handler and renders its error.
+func (s *Server) serve(op operation) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var in input
+		if op.auth {
+			p, err := s.authenticate(r)
+			if err != nil {
+				writeError(w, r, s.deps.Logger, err)
+				return
+			}
+			in.user = p
+		}
+		var errs validation.Errors
+		if len(op.pathParams) > 0 {
+			raw := map[string]string{}
+			for _, f := range op.pathParams {
+				raw[f.Name] = chi.URLParam(r, f.Name)
+			}
+			v, e := validation.Path(raw, op.pathParams...)
+			in.path, errs = v, append(errs, e...)
+		}
+		if len(op.query) > 0 {
+			v, e := validation.Query(r.URL.Query(), op.query...)
+			in.query, errs = v, append(errs, e...)
+		}
+		var body []byte
+		if op.body != nil {
+			var err error
+			body, err = io.ReadAll(r.Body)
+			if err != nil {
+				writeError(w, r, s.deps.Logger, err)
+				return
+			}
+			v, e := validation.DecodeBody(body, *op.body)
+			in.body, errs = v, append(errs, e...)
+		}
+		if len(errs) > 0 {
+			writeError(w, r, s.deps.Logger, errs)
+			return
+		}
+		if in.user != nil {
+			r = r.WithContext(commands.WithMetadata(r.Context(), eventstore.Metadata{
+				UserID: in.user.UserID, RequestID: requestID(r.Context()), CorrelationID: correlationID(r),
+			}))
+		}
+		handle := func(w http.ResponseWriter) error { return op.handle(w, r, in) }
+		if op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
+			if err := s.idempotently(w, r, in.user.UserID, body, handle); err != nil {
+				writeError(w, r, s.deps.Logger, err)
+			}
+			return
+		}
+		if err := handle(w); err != nil {
+			writeError(w, r, s.deps.Logger, err)
+		}
+	})
+}
+
+func correlationID(r *http.Request) string {
+	if id := r.Header.Get("X-Correlation-ID"); safeRequestID.MatchString(id) {
+		return id
+	}
+	return requestID(r.Context())
+}
+
+// settle sets X-Event-Position and waits, within the consistency bound, for
+// the projections that serve the written resource's reads; on time-out the
+// write stands and the response says X-Projection-Pending.
+func (s *Server) settle(w http.ResponseWriter, r *http.Request, res commands.Result, projections ...string) {
+	if res.Position.IsZero() {
+		return
+	}
+	w.Header().Set("X-Event-Position", res.Position.String())
+	ctx, cancel := context.WithTimeout(r.Context(), s.deps.ConsistencyWait)
+	defer cancel()
+	if err := s.deps.Listener.WaitFor(ctx, res.Position, projections...); err != nil {
+		w.Header().Set("X-Projection-Pending", "true")
+	}
+}
+
+// awaitMinPosition honours a read's X-Min-Position header.
+func (s *Server) awaitMinPosition(w http.ResponseWriter, r *http.Request, projections ...string) error {
+	h := r.Header.Get("X-Min-Position")
+	if h == "" {
+		return nil
+	}
+	pos, err := eventstore.ParsePosition(h)
+	if err != nil {
+		return derrors.New(derrors.ErrBadRequest, "Invalid X-Min-Position header")
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.deps.ConsistencyWait)
+	defer cancel()
+	if err := s.deps.Listener.WaitFor(ctx, pos, projections...); err != nil {
+		w.Header().Set("X-Projection-Pending", "true")
+	}
+	return nil
+}
+
+func isNotFound(err error) bool { return errors.Is(err, derrors.ErrNotFound) }

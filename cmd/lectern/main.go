@@ -1,0 +1,276 @@
+// Command lectern serves the Lectern API and administers its database.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"lectern/auth"
+	"lectern/mail"
+	"lectern/migrations"
+	"lectern/service"
+)
+
+func main() {
+	if err := root().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "lectern:", err)
+		os.Exit(1)
+	}
+}
+
+func root() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:           "lectern",
+		Short:         "Lectern: an event-sourced backend for AI practice classrooms",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd())
+	return cmd
+}
+
+// env is the process environment Lectern reads.
+type env struct {
+	DatabaseURL string
+	Port        string
+	JWTKey      string
+	JWTKeyFile  string
+	AdminEmails []string
+	LogLevel    slog.Level
+}
+
+func readEnv() (env, error) {
+	e := env{
+		DatabaseURL: os.Getenv("DATABASE_URL"),
+		Port:        os.Getenv("PORT"),
+		JWTKey:      os.Getenv("LECTERN_JWT_KEY"),
+		JWTKeyFile:  os.Getenv("LECTERN_JWT_KEY_FILE"),
+	}
+	if e.Port == "" {
+		e.Port = "8080"
+	}
+	for _, a := range strings.Split(os.Getenv("LECTERN_ADMIN_EMAILS"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			e.AdminEmails = append(e.AdminEmails, a)
+		}
+	}
+	var err error
+	if e.DatabaseURL == "" {
+		err = errors.Join(err, errors.New("DATABASE_URL is not set (make run starts a private PostgreSQL and sets it)"))
+	}
+	if lvl := os.Getenv("LECTERN_LOG_LEVEL"); lvl != "" {
+		if uerr := e.LogLevel.UnmarshalText([]byte(lvl)); uerr != nil {
+			err = errors.Join(err, fmt.Errorf("LECTERN_LOG_LEVEL: %w", uerr))
+		}
+	}
+	if e.JWTKey == "" && e.JWTKeyFile == "" {
+		err = errors.Join(err, errors.New("set LECTERN_JWT_KEY (64 hex characters) or LECTERN_JWT_KEY_FILE"))
+	}
+	return e, err
+}
+
+func (e env) key() ([]byte, error) {
+	if e.JWTKey != "" {
+		return auth.DecodeKey(e.JWTKey)
+	}
+	return auth.LoadOrCreateKey(e.JWTKeyFile)
+}
+
+func logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if cfg.MaxConns < 20 {
+		cfg.MaxConns = 20
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database unreachable: %w", err)
+	}
+	return pool, nil
+}
+
+func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgxpool.Pool, error) {
+	key, err := e.key()
+	if err != nil {
+		return nil, nil, err
+	}
+	sender, err := mail.FromEnv(os.Getenv, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := connect(ctx, e.DatabaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log})
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return svc, pool, nil
+}
+
+func serveCmd() *cobra.Command {
+	var migrate, withProjections bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the HTTP API and run the projections",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := readEnv()
+			if err != nil {
+				return err
+			}
+			log := logger(e.LogLevel)
+			slog.SetDefault(log)
+			ctx, stopSignals := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stopSignals()
+
+			svc, pool, err := build(ctx, e, log)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if migrate {
+				if err := migrations.Up(ctx, pool); err != nil {
+					return err
+				}
+			}
+			stopBackground := svc.RunBackground(context.WithoutCancel(ctx), withProjections)
+
+			srv := &http.Server{
+				Addr:              net.JoinHostPort("", e.Port),
+				Handler:           svc.Handler,
+				ReadHeaderTimeout: 5 * time.Second,
+				ReadTimeout:       30 * time.Second,
+				WriteTimeout:      120 * time.Second,
+				IdleTimeout:       120 * time.Second,
+				ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- srv.ListenAndServe() }()
+			log.Info("lectern serving", "addr", srv.Addr, "projections", withProjections)
+
+			select {
+			case err := <-errc:
+				stopBackground()
+				return err
+			case <-ctx.Done():
+			}
+			log.Info("shutting down: finishing in-flight requests")
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(shutdownCtx); err != nil {
+				log.Error("shutdown", "error", err)
+			}
+			// Requests first (they may wait on projections), then the projections.
+			stopBackground()
+			log.Info("stopped")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&migrate, "migrate", true, "apply pending migrations before serving")
+	cmd.Flags().BoolVar(&withProjections, "projections", true, "run the projections in this process")
+	return cmd
+}
+
+func migrateCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			url := os.Getenv("DATABASE_URL")
+			if url == "" {
+				return errors.New("DATABASE_URL is not set")
+			}
+			pool, err := connect(cmd.Context(), url)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if err := migrations.Up(cmd.Context(), pool); err != nil {
+				return err
+			}
+			fmt.Println("migrations applied")
+			return nil
+		},
+	}
+}
+
+func usersCmd() *cobra.Command {
+	users := &cobra.Command{Use: "users", Short: "Manage user accounts"}
+	var email, name, password string
+	var admin bool
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a user (with --admin: an administrator; an existing user is made admin)",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if email == "" || name == "" {
+				return errors.New("--email and --name are required")
+			}
+			if password == "" {
+				password = os.Getenv("LECTERN_USER_PASSWORD")
+			}
+			if len(password) < 8 {
+				return errors.New("a password of at least 8 characters is required (--password or LECTERN_USER_PASSWORD)")
+			}
+			e, err := readEnv()
+			if err != nil {
+				return err
+			}
+			log := logger(e.LogLevel)
+			svc, pool, err := build(cmd.Context(), e, log)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			if err := migrations.Up(cmd.Context(), pool); err != nil {
+				return err
+			}
+			user, _, err := svc.Identity.CreateUser(cmd.Context(), email, password, name, admin)
+			if err != nil && admin {
+				// The account exists: grant it the admin role instead.
+				existing, lerr := svc.Identity.UserByEmail(cmd.Context(), email)
+				if lerr != nil {
+					return err
+				}
+				if user, _, err = svc.Identity.GrantRole(cmd.Context(), existing.ID, "admin"); err != nil {
+					return err
+				}
+			} else if err != nil {
+				return err
+			}
+			fmt.Printf("user %d %s roles=%s\n", user.ID, user.Email, strings.Join(user.Roles, ","))
+			return nil
+		},
+	}
+	create.Flags().StringVar(&email, "email", "", "e-mail address")
+	create.Flags().StringVar(&name, "name", "", "display name")
+	create.Flags().StringVar(&password, "password", "", "password (or LECTERN_USER_PASSWORD)")
+	create.Flags().BoolVar(&admin, "admin", false, "make the user an administrator")
+	users.AddCommand(create)
+	return users
+}

@@ -1,0 +1,18 @@
+package commands
+
+// Commands are every aggregate write use case, wired once in cmd/.
+type Commands struct {
+	CreateAgent *CreateAgentHandler
+	UpdateAgent *UpdateAgentHandler
+}
+
+// New builds every handler.
+func New(d Deps) (*Commands, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Commands{}
+	c.CreateAgent, _ = NewCreateAgentHandler(d)
+	c.UpdateAgent, _ = NewUpdateAgentHandler(d)
+	return c, nil
+}

@@ -1,0 +1,359 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"lectern/aggregates"
+	"lectern/auth"
+	"lectern/derrors"
+	"lectern/eventstore"
+	"lectern/events"
+	"lectern/mail"
+	"lectern/ratelimit"
+)
+
+// Identity limits and lifetimes (DESIGN §5).
+const (
+	CodeTTL          = 10 * time.Minute
+	CodeMaxAttempts  = 5
+	VerifiedTokenTTL = 30 * time.Minute
+	RefreshTTL       = 14 * 24 * time.Hour
+	FailureLimit     = 5
+	FailureWindow    = 15 * time.Minute
+	AddressLimit     = 120
+	AddressWindow    = time.Minute
+)
+
+// emailScope is the uniqueness claim scope of e-mail addresses.
+const emailScope = "user_email"
+
+// Identity is sign-up, login and token rotation.
+type Identity struct {
+	d           Deps
+	tokens      *auth.Tokens
+	mail        mail.Sender
+	limits      *ratelimit.Limiter
+	adminEmails map[string]bool
+	logger      *slog.Logger
+}
+
+// NewIdentity refuses missing dependencies. adminEmails become admins when they sign up.
+func NewIdentity(d Deps, tokens *auth.Tokens, sender mail.Sender, limits *ratelimit.Limiter, adminEmails []string, logger *slog.Logger) (*Identity, error) {
+	err := d.Validate()
+	if tokens == nil {
+		err = errors.Join(err, errors.New("identity: nil tokens"))
+	}
+	if sender == nil {
+		err = errors.Join(err, errors.New("identity: nil mail sender"))
+	}
+	if limits == nil {
+		err = errors.Join(err, errors.New("identity: nil rate limiter"))
+	}
+	if logger == nil {
+		err = errors.Join(err, errors.New("identity: nil logger"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	admins := map[string]bool{}
+	for _, e := range adminEmails {
+		if e = NormalizeEmail(e); e != "" {
+			admins[e] = true
+		}
+	}
+	return &Identity{d: d, tokens: tokens, mail: sender, limits: limits, adminEmails: admins, logger: logger}, nil
+}
+
+// NormalizeEmail is the form e-mails are stored and compared in.
+func NormalizeEmail(email string) string { return strings.ToLower(strings.TrimSpace(email)) }
+
+// Tokens are what a login returns.
+type Tokens struct {
+	AccessToken  string
+	RefreshToken string
+	ExpiresAt    time.Time
+}
+
+func (i *Identity) limitAddress(ctx context.Context, action, addr string) error {
+	ok, retry, err := i.limits.Hit(ctx, action+"-addr:"+addr, AddressLimit, AddressWindow)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &derrors.RateLimitedError{RetryAfter: retry, Detail: "Too many requests; try again later"}
+	}
+	return nil
+}
+
+func (i *Identity) checkFailures(ctx context.Context, action, email string) error {
+	over, retry, err := i.limits.Exceeded(ctx, action+"-fail:"+email, FailureLimit, FailureWindow)
+	if err != nil {
+		return err
+	}
+	if over {
+		return &derrors.RateLimitedError{RetryAfter: retry, Detail: "Too many failed attempts; try again later"}
+	}
+	return nil
+}
+
+func (i *Identity) countFailure(ctx context.Context, action, email string) {
+	if _, _, err := i.limits.Hit(context.WithoutCancel(ctx), action+"-fail:"+email, FailureLimit, FailureWindow); err != nil {
+		i.logger.Error("count failed attempt", "error", err)
+	}
+}
+
+// SendCode e-mails a 6-digit code and returns the verification token that
+// must accompany it.
+func (i *Identity) SendCode(ctx context.Context, email, addr string) (token string, expiresAt time.Time, err error) {
+	email = NormalizeEmail(email)
+	if err := i.limitAddress(ctx, "send-code", addr); err != nil {
+		return "", time.Time{}, err
+	}
+	ok, retry, err := i.limits.Hit(ctx, "send-code:"+email, FailureLimit, FailureWindow)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if !ok {
+		return "", time.Time{}, &derrors.RateLimitedError{RetryAfter: retry, Detail: "Too many codes sent to this address; try again later"}
+	}
+	code, err := auth.NewCode()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	token, err = auth.NewOpaqueToken()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	expiresAt = i.d.Now().UTC().Add(CodeTTL).Truncate(time.Microsecond)
+	if _, err := i.d.DB.Exec(ctx, `INSERT INTO email_codes (token, email, code_hash, expires_at) VALUES ($1, $2, $3, $4)`,
+		auth.HashSecret(token), email, auth.HashSecret(code), expiresAt); err != nil {
+		return "", time.Time{}, err
+	}
+	body := fmt.Sprintf("Your Lectern verification code is %s. It expires in %d minutes.", code, int(CodeTTL.Minutes()))
+	if err := i.mail.Send(ctx, mail.Message{To: email, Subject: "Your Lectern verification code", Body: body}); err != nil {
+		return "", time.Time{}, fmt.Errorf("send verification e-mail: %w", err)
+	}
+	return token, expiresAt, nil
+}
+
+var errBadCode = derrors.New(derrors.ErrBadRequest, "Invalid or expired verification code")
+
+// VerifyCode checks email, code and verification token together and returns
+// the token sign-up takes. A code allows CodeMaxAttempts tries.
+func (i *Identity) VerifyCode(ctx context.Context, email, code, token, addr string) (string, error) {
+	email = NormalizeEmail(email)
+	if err := i.limitAddress(ctx, "verify", addr); err != nil {
+		return "", err
+	}
+	if err := i.checkFailures(ctx, "verify", email); err != nil {
+		return "", err
+	}
+	var stored, codeHash string
+	var expires time.Time
+	var attempts int
+	var verified *time.Time
+	err := i.d.DB.QueryRow(ctx, `
+		UPDATE email_codes SET attempts = attempts + 1 WHERE token = $1
+		RETURNING email, code_hash, expires_at, attempts, verified_at`, auth.HashSecret(token)).
+		Scan(&stored, &codeHash, &expires, &attempts, &verified)
+	if errors.Is(err, pgx.ErrNoRows) {
+		i.countFailure(ctx, "verify", email)
+		return "", errBadCode
+	}
+	if err != nil {
+		return "", err
+	}
+	if stored != email || attempts > CodeMaxAttempts || !i.d.Now().Before(expires) || !auth.EqualSecret(codeHash, auth.HashSecret(code)) {
+		i.countFailure(ctx, "verify", email)
+		return "", errBadCode
+	}
+	if _, err := i.d.DB.Exec(ctx, `UPDATE email_codes SET verified_at = now() WHERE token = $1`, auth.HashSecret(token)); err != nil {
+		return "", err
+	}
+	return i.tokens.IssueEmailVerified(email, VerifiedTokenTTL)
+}
+
+// SignUp creates an account for a verified e-mail and logs it in.
+func (i *Identity) SignUp(ctx context.Context, email, password, name, verifiedToken string) (aggregates.User, Tokens, Result, error) {
+	email = NormalizeEmail(email)
+	proven, err := i.tokens.ParseEmailVerified(verifiedToken)
+	if err != nil || NormalizeEmail(proven) != email {
+		return aggregates.User{}, Tokens{}, Result{}, derrors.New(derrors.ErrBadRequest, "Invalid or expired email_verified_token for this email")
+	}
+	user, res, err := i.CreateUser(ctx, email, password, name, false)
+	if err != nil {
+		return user, Tokens{}, res, err
+	}
+	toks, err := i.issue(ctx, user, uuid.New())
+	return user, toks, res, err
+}
+
+// CreateUser creates an account directly (the operator's command line, and
+// sign-up once the e-mail is verified).
+func (i *Identity) CreateUser(ctx context.Context, email, password, name string, admin bool) (aggregates.User, Result, error) {
+	email = NormalizeEmail(email)
+	hash, err := auth.HashPassword(password)
+	if err != nil {
+		return aggregates.User{}, Result{}, err
+	}
+	id, err := nextID(ctx, i.d, "user_ids")
+	if err != nil {
+		return aggregates.User{}, Result{}, err
+	}
+	stream := eventstore.StreamName(events.CategoryUser, id)
+	ok, err := claim(ctx, i.d, emailScope, email, stream)
+	if err != nil {
+		return aggregates.User{}, Result{}, err
+	}
+	if !ok {
+		return aggregates.User{}, Result{}, derrors.New(derrors.ErrConflict, "Email already registered")
+	}
+	user, res, err := execute(ctx, i.d, stream, aggregates.EvolveUser, func(u aggregates.User) ([]events.Event, error) {
+		return aggregates.DecideSignUp(u, aggregates.SignUp{
+			UserID: id, Email: email, Name: name, PasswordHash: hash, Admin: admin || i.adminEmails[email],
+		})
+	})
+	if err != nil {
+		release(ctx, i.d, emailScope, email, stream)
+	}
+	return user, res, err
+}
+
+// GrantRole grants a role to a user.
+func (i *Identity) GrantRole(ctx context.Context, userID int64, role string) (aggregates.User, Result, error) {
+	return execute(ctx, i.d, eventstore.StreamName(events.CategoryUser, userID), aggregates.EvolveUser,
+		func(u aggregates.User) ([]events.Event, error) { return aggregates.DecideGrantRole(u, role) })
+}
+
+// UserByEmail loads a user's aggregate through the e-mail claim.
+func (i *Identity) UserByEmail(ctx context.Context, email string) (aggregates.User, error) {
+	var stream string
+	err := i.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, emailScope, NormalizeEmail(email)).Scan(&stream)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return aggregates.User{}, derrors.New(derrors.ErrNotFound, "User not found")
+	}
+	if err != nil {
+		return aggregates.User{}, err
+	}
+	user, _, _, err := load(ctx, i.d, stream, aggregates.EvolveUser)
+	if err == nil && !user.Exists() {
+		return user, derrors.New(derrors.ErrNotFound, "User not found")
+	}
+	return user, err
+}
+
+var errBadLogin = derrors.New(derrors.ErrUnauthenticated, "Incorrect email or password")
+
+// Login checks a password and issues tokens. Failures are limited per e-mail;
+// a successful login is never counted as one.
+func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tokens, error) {
+	email = NormalizeEmail(email)
+	if err := i.limitAddress(ctx, "login", addr); err != nil {
+		return Tokens{}, err
+	}
+	if err := i.checkFailures(ctx, "login", email); err != nil {
+		return Tokens{}, err
+	}
+	user, err := i.UserByEmail(ctx, email)
+	if errors.Is(err, derrors.ErrNotFound) {
+		auth.DummyVerify(password) // same time as a real check: no account enumeration
+		i.countFailure(ctx, "login", email)
+		return Tokens{}, errBadLogin
+	}
+	if err != nil {
+		return Tokens{}, err
+	}
+	ok, err := auth.VerifyPassword(user.PasswordHash, password)
+	if err != nil {
+		return Tokens{}, err
+	}
+	if !ok {
+		i.countFailure(ctx, "login", email)
+		return Tokens{}, errBadLogin
+	}
+	return i.issue(ctx, user, uuid.New())
+}
+
+// issue creates an access token and a refresh token of family.
+func (i *Identity) issue(ctx context.Context, user aggregates.User, family uuid.UUID) (Tokens, error) {
+	access, exp, err := i.tokens.IssueAccess(user.ID, user.Roles)
+	if err != nil {
+		return Tokens{}, err
+	}
+	refresh, err := auth.NewOpaqueToken()
+	if err != nil {
+		return Tokens{}, err
+	}
+	if _, err := i.d.DB.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at) VALUES ($1, $2, $3, $4)`,
+		auth.HashSecret(refresh), user.ID, family, i.d.Now().Add(RefreshTTL)); err != nil {
+		return Tokens{}, err
+	}
+	return Tokens{AccessToken: access, RefreshToken: refresh, ExpiresAt: exp}, nil
+}
+
+var errBadRefresh = derrors.New(derrors.ErrUnauthenticated, "Could not validate credentials")
+
+// Refresh rotates a refresh token. Presenting a token that was already
+// rotated means it leaked: the whole family is revoked.
+func (i *Identity) Refresh(ctx context.Context, token string) (Tokens, error) {
+	tx, err := i.d.DB.Begin(ctx)
+	if err != nil {
+		return Tokens{}, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var userID int64
+	var family uuid.UUID
+	var expires time.Time
+	var rotated, revoked *time.Time
+	err = tx.QueryRow(ctx, `SELECT user_id, family_id, expires_at, rotated_at, revoked_at FROM refresh_tokens WHERE token_hash = $1 FOR UPDATE`,
+		auth.HashSecret(token)).Scan(&userID, &family, &expires, &rotated, &revoked)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Tokens{}, errBadRefresh
+	}
+	if err != nil {
+		return Tokens{}, err
+	}
+	if revoked != nil || !i.d.Now().Before(expires) {
+		return Tokens{}, errBadRefresh
+	}
+	if rotated != nil {
+		if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = $1 AND revoked_at IS NULL`, family); err != nil {
+			return Tokens{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return Tokens{}, err
+		}
+		i.logger.Warn("refresh token reused; token family revoked", "user_id", userID, "family_id", family)
+		return Tokens{}, errBadRefresh
+	}
+	if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET rotated_at = now() WHERE token_hash = $1`, auth.HashSecret(token)); err != nil {
+		return Tokens{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Tokens{}, err
+	}
+	user, _, _, err := load(ctx, i.d, eventstore.StreamName(events.CategoryUser, userID), aggregates.EvolveUser)
+	if err != nil {
+		return Tokens{}, err
+	}
+	if !user.Exists() {
+		return Tokens{}, errBadRefresh
+	}
+	return i.issue(ctx, user, family)
+}
+
+// Logout revokes the refresh token's family. Unknown tokens are ignored.
+func (i *Identity) Logout(ctx context.Context, token string) error {
+	_, err := i.d.DB.Exec(ctx, `
+		UPDATE refresh_tokens SET revoked_at = now()
+		WHERE revoked_at IS NULL AND family_id = (SELECT family_id FROM refresh_tokens WHERE token_hash = $1)`, auth.HashSecret(token))
+	return err
+}

@@ -1,0 +1,144 @@
+// Package service wires Lectern together: the event store, the commands, the
+// projections and the HTTP edge. cmd/lectern and the HTTP tests build the
+// same service through it.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/api"
+	"lectern/auth"
+	"lectern/commands"
+	"lectern/events"
+	"lectern/eventstore/postgres"
+	"lectern/mail"
+	"lectern/projections"
+	"lectern/queries"
+	"lectern/ratelimit"
+)
+
+// Config is what a service needs from its environment.
+type Config struct {
+	Pool        *pgxpool.Pool
+	JWTKey      []byte
+	AdminEmails []string
+	Mail        mail.Sender
+	Logger      *slog.Logger
+	Now         func() time.Time
+	// ConsistencyWait bounds read-your-writes waits (default 2 s).
+	ConsistencyWait time.Duration
+}
+
+// Validate reports every problem at once.
+func (c Config) Validate() error {
+	var err error
+	if c.Pool == nil {
+		err = errors.Join(err, errors.New("no database pool"))
+	}
+	if len(c.JWTKey) < auth.MinKeyLen {
+		err = errors.Join(err, fmt.Errorf("the JWT signing key must be at least %d bytes", auth.MinKeyLen))
+	}
+	if c.Mail == nil {
+		err = errors.Join(err, errors.New("no mail sender"))
+	}
+	if c.Logger == nil {
+		err = errors.Join(err, errors.New("no logger"))
+	}
+	return err
+}
+
+// Service is a wired Lectern.
+type Service struct {
+	Handler  *api.Server
+	Identity *commands.Identity
+	Listener *projections.Listener
+	Runner   *projections.Runner
+	pool     *pgxpool.Pool
+}
+
+// Projections returns every read model's projection.
+func Projections() []projections.Projection {
+	return []projections.Projection{projections.Users(), projections.Agents()}
+}
+
+// New wires a service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	registry := events.NewRegistry()
+	deps := commands.Deps{Store: postgres.New(cfg.Pool, cfg.Now), Registry: registry, DB: cfg.Pool, Now: cfg.Now}
+	cmds, err := commands.New(deps)
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := auth.NewTokens(cfg.JWTKey, auth.Clock(cfg.Now))
+	if err != nil {
+		return nil, err
+	}
+	identity, err := commands.NewIdentity(deps, tokens, cfg.Mail, ratelimit.New(cfg.Pool, cfg.Now), cfg.AdminEmails, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	listener := projections.NewListener(cfg.Pool, cfg.Logger)
+	runner := projections.NewRunner(cfg.Pool, listener, registry, cfg.Logger, Projections()...)
+	s := &Service{Identity: identity, Listener: listener, Runner: runner, pool: cfg.Pool}
+	handler, err := api.New(api.Deps{
+		Commands: cmds, Identity: identity, Queries: queries.New(cfg.Pool), Tokens: tokens,
+		Listener: listener, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
+		Ready: s.ready,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Handler = handler
+	return s, nil
+}
+
+// ready: the database answers and no projection is stalled.
+func (s *Service) ready(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return errors.New("database unreachable")
+	}
+	var stalled []string
+	for _, st := range s.Runner.Statuses() {
+		if st.Stalled {
+			stalled = append(stalled, st.Name)
+		}
+	}
+	if len(stalled) > 0 {
+		return fmt.Errorf("projections stalled: %s", strings.Join(stalled, ", "))
+	}
+	return nil
+}
+
+// RunBackground starts the listener and (when withProjections) the
+// projections; the returned function stops them and waits until every
+// in-flight batch has finished.
+func (s *Service) RunBackground(ctx context.Context, withProjections bool) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Listener.Run(ctx) }()
+	if withProjections {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Runner.Run(ctx); err != nil {
+				slog.Default().Error("projections stopped", "error", err)
+			}
+		}()
+	}
+	return func() { cancel(); wg.Wait() }
+}
