@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/swaggest/swgui/v5emb"
-
 )
 
 // docsHandler serves Swagger UI with its assets embedded in the binary, so the
@@ -107,7 +106,7 @@ func (s *Server) openAPI() ([]byte, error) {
 		if op.idempotent {
 			params = append(params, schema{"name": "Idempotency-Key", "in": "header", "required": false,
 				"description": "Retrying with the same key returns the first response (kept 24 h)",
-				"schema": schema{"type": "string", "maxLength": 255}})
+				"schema":      schema{"type": "string", "maxLength": 255}})
 		}
 		if params != nil {
 			o["parameters"] = params
@@ -152,4 +151,3 @@ func (s *Server) openAPI() ([]byte, error) {
 	}
 	return json.MarshalIndent(doc, "", "  ")
 }
-

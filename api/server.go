@@ -87,7 +87,9 @@ func New(deps Deps) (*Server, error) {
 		_, _ = w.Write(doc)
 	})
 	r.Mount("/docs", docsHandler())
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"status": "ok"}) })
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
 	r.Get("/readyz", s.readyz)
 	s.handler = r
 	return s, nil

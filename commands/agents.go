@@ -5,8 +5,8 @@ import (
 	"errors"
 
 	"lectern/aggregates"
-	"lectern/eventstore"
 	"lectern/events"
+	"lectern/eventstore"
 )
 
 // CreateAgentHandler creates agents.

@@ -14,8 +14,8 @@ import (
 	"lectern/aggregates"
 	"lectern/auth"
 	"lectern/derrors"
-	"lectern/eventstore"
 	"lectern/events"
+	"lectern/eventstore"
 	"lectern/mail"
 	"lectern/ratelimit"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/derrors"
-	"lectern/eventstore"
 	"lectern/events"
+	"lectern/eventstore"
 )
 
 // maxAttempts bounds the retries of a command that lost a version race.
