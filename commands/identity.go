@@ -28,9 +28,12 @@ const (
 	RefreshTTL       = 14 * 24 * time.Hour
 	FailureLimit     = 5
 	FailureWindow    = 15 * time.Minute
-	AddressLimit     = 120
 	AddressWindow    = time.Minute
 )
+
+// DefaultAddressLimit is how many login, code and verification attempts one
+// client address may make per AddressWindow.
+const DefaultAddressLimit = 120
 
 // emailScope is the uniqueness claim scope of e-mail addresses.
 const emailScope = "user_email"
@@ -43,6 +46,8 @@ type Identity struct {
 	limits      *ratelimit.Limiter
 	adminEmails map[string]bool
 	logger      *slog.Logger
+	// AddressLimit overrides DefaultAddressLimit (tests from one address).
+	AddressLimit int
 }
 
 // NewIdentity refuses missing dependencies. adminEmails become admins when they sign up.
@@ -83,7 +88,11 @@ type Tokens struct {
 }
 
 func (i *Identity) limitAddress(ctx context.Context, action, addr string) error {
-	ok, retry, err := i.limits.Hit(ctx, action+"-addr:"+addr, AddressLimit, AddressWindow)
+	limit := i.AddressLimit
+	if limit <= 0 {
+		limit = DefaultAddressLimit
+	}
+	ok, retry, err := i.limits.Hit(ctx, action+"-addr:"+addr, limit, AddressWindow)
 	if err != nil {
 		return err
 	}

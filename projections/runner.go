@@ -26,7 +26,7 @@ import (
 // rename one casually.
 type Projection struct {
 	Name     string
-	Handlers []cqrsHandler
+	Handlers []GroupHandler
 }
 
 // Handler applies one event inside the projection's transaction.
@@ -313,4 +313,5 @@ func (r *Runner) stall(name string, msg *message.Message, err error) {
 	r.status[name] = &Status{Name: name, Stalled: true, Error: err.Error(), EventID: msg.UUID}
 }
 
-type cqrsHandler = cqrs.GroupEventHandler
+// GroupHandler is one event handler of a projection (see On).
+type GroupHandler = cqrs.GroupEventHandler

@@ -35,6 +35,9 @@ type Config struct {
 	Now         func() time.Time
 	// ConsistencyWait bounds read-your-writes waits (default 2 s).
 	ConsistencyWait time.Duration
+	// AddressLimit overrides the per-address attempt limit of identity
+	// operations (0: the default).
+	AddressLimit int
 }
 
 // Validate reports every problem at once.
@@ -91,6 +94,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	identity.AddressLimit = cfg.AddressLimit
 	listener := projections.NewListener(cfg.Pool, cfg.Logger)
 	runner := projections.NewRunner(cfg.Pool, listener, registry, cfg.Logger, Projections()...)
 	s := &Service{Identity: identity, Listener: listener, Runner: runner, pool: cfg.Pool}

@@ -1,0 +1,169 @@
+package projections_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
+	"lectern/events"
+	"lectern/pgtest"
+	"lectern/projections"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// start runs the projections on a database of the test's own.
+func start(t *testing.T, pool *pgxpool.Pool, maxAttempts int, ps ...projections.Projection) (*projections.Listener, *projections.Runner) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := projections.NewListener(pool, quiet)
+	r := projections.NewRunner(pool, l, events.NewRegistry(), quiet, ps...)
+	r.MaxAttempts = maxAttempts
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); l.Run(ctx) }()
+	go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return l, r
+}
+
+func appendAgent(t *testing.T, pool *pgxpool.Pool, id int64, name string) eventstore.Position {
+	t.Helper()
+	data, _ := json.Marshal(events.AgentCreated{AgentID: id, OwnerID: 1, Name: name, SystemPrompt: "p", IsActive: true})
+	res, err := postgres.New(pool, nil).Append(context.Background(), eventstore.StreamName("agent", id), eventstore.NoStream,
+		[]eventstore.EventData{{ID: uuid.New(), Type: "agent.created", SchemaVersion: 1, Data: data, RecordedAt: time.Now()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Position
+}
+
+func waitFor(t *testing.T, l *projections.Listener, pos eventstore.Position, group string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.WaitFor(ctx, pos, group); err != nil {
+		t.Fatalf("projection %s did not reach %v: %v", group, pos, err)
+	}
+}
+
+func TestAgentsProjectionAppliesAndAnnounces(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	l, _ := start(t, pool, 5, projections.Agents())
+	pos := appendAgent(t, pool, 1, "Tutor")
+	waitFor(t, l, pos, projections.AgentsProjection)
+	var name string
+	if err := pool.QueryRow(context.Background(), `SELECT name FROM agents WHERE id = 1`).Scan(&name); err != nil || name != "Tutor" {
+		t.Fatalf("agents row: %q, %v", name, err)
+	}
+	var committed string
+	if err := pool.QueryRow(context.Background(),
+		`SELECT last_processed_transaction_id::text || '-' || offset_acked FROM projection_offsets WHERE consumer_group = $1`,
+		projections.AgentsProjection).Scan(&committed); err != nil || committed != pos.String() {
+		t.Errorf("committed offset %q, want %q (%v)", committed, pos, err)
+	}
+}
+
+// A handler that fails after writing must leave nothing behind: the retry
+// writes once, so each event is applied exactly once.
+func TestFailedAttemptIsRolledBack(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE applied (event_id TEXT NOT NULL, agent_id BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	attempts := map[int64]int{}
+	flaky := projections.Projection{Name: "flaky", Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO applied VALUES ($1, $2)`, m.EventID, e.AgentID); err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			attempts[e.AgentID]++
+			if attempts[e.AgentID] < 3 {
+				return errors.New("transient failure after writing")
+			}
+			return nil
+		}),
+	}}
+	l, _ := start(t, pool, 5, flaky)
+	var last eventstore.Position
+	for id := int64(1); id <= 3; id++ {
+		last = appendAgent(t, pool, id, "a")
+	}
+	waitFor(t, l, last, "flaky")
+	var rows, distinct int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT event_id) FROM applied`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 3 || distinct != 3 {
+		t.Errorf("applied %d rows for %d events, want exactly 3 for 3", rows, distinct)
+	}
+}
+
+// An event that never applies stops its projection where it stands: the
+// events before it are applied, none after it, and it is reported.
+func TestPoisonEventStopsItsProjection(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE seen (agent_id BIGINT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	picky := projections.Projection{Name: "picky", Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			if e.Name == "poison" {
+				return errors.New("cannot apply this event")
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1)`, e.AgentID)
+			return err
+		}),
+	}}
+	l, r := start(t, pool, 2, picky, projections.Agents())
+	before := appendAgent(t, pool, 1, "fine")
+	waitFor(t, l, before, "picky")
+	appendAgent(t, pool, 2, "poison")
+	after := appendAgent(t, pool, 3, "fine")
+	// The other projection is not held up.
+	waitFor(t, l, after, projections.AgentsProjection)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var stalled bool
+		for _, s := range r.Statuses() {
+			if s.Name == "picky" && s.Stalled && s.Error != "" {
+				stalled = true
+			}
+		}
+		if stalled {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("projection not reported stalled: %+v", r.Statuses())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // would a stopped projection still move on?
+	var ids []int64
+	rows, _ := pool.Query(context.Background(), `SELECT agent_id FROM seen ORDER BY agent_id`)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 || ids[0] != 1 {
+		t.Errorf("applied agents %v, want only [1]: nothing after the poison event", ids)
+	}
+	if got := l.Position("picky"); got != before {
+		t.Errorf("picky committed %v, want %v (just before the poison event)", got, before)
+	}
+}
