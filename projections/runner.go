@@ -163,6 +163,8 @@ type Runner struct {
 	MaxAttempts int
 	// Fallback poll interval when no notification arrives.
 	Fallback time.Duration
+	// AttemptTimeout bounds one attempt at applying one event.
+	AttemptTimeout time.Duration
 
 	mu     sync.Mutex
 	status map[string]*Status
@@ -172,7 +174,7 @@ type Runner struct {
 func NewRunner(pool *pgxpool.Pool, listener *Listener, registry *events.Registry, logger *slog.Logger, projections ...Projection) *Runner {
 	return &Runner{
 		pool: pool, listener: listener, registry: registry, logger: logger, projections: projections,
-		MaxAttempts: 5, Fallback: 250 * time.Millisecond, status: map[string]*Status{},
+		MaxAttempts: 5, Fallback: 250 * time.Millisecond, AttemptTimeout: 10 * time.Second, status: map[string]*Status{},
 	}
 }
 
@@ -192,19 +194,32 @@ func (r *Runner) Statuses() []Status {
 }
 
 // Run starts one router per projection and blocks until ctx ends and every
-// in-flight batch has committed or rolled back.
+// in-flight event has been applied or rolled back. The routers run on a
+// context of their own and are stopped with Close: cancelling a subscription's
+// context would make watermill-sql commit under a running handler.
 func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(r.projections))
 	for _, p := range r.projections {
-		router, err := r.router(ctx, p)
+		router, stop, err := r.router(p)
 		if err != nil {
 			return err
 		}
-		wg.Add(1)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if err := router.Run(ctx); err != nil {
+			if err := router.Run(context.WithoutCancel(ctx)); err != nil {
+				errs <- fmt.Errorf("projection %s: %w", p.Name, err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			select {
+			case <-ctx.Done():
+			case <-router.Running():
+				<-ctx.Done()
+			}
+			if err := stop(); err != nil {
 				errs <- fmt.Errorf("projection %s: %w", p.Name, err)
 			}
 		}()
@@ -218,53 +233,62 @@ func (r *Runner) Run(ctx context.Context) error {
 	return all
 }
 
-func (r *Runner) router(ctx context.Context, p Projection) (*message.Router, error) {
+func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	wlog := watermill.NewSlogLoggerWithLevelMapping(r.logger.With("projection", p.Name), map[slog.Level]slog.Level{
 		slog.LevelInfo: slog.LevelDebug,
 	})
 	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 15 * time.Second}, wlog)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	router.AddMiddleware(r.attempts(p.Name, router))
-
+	// closing ends the subscriber's wait for notifications, then the router
+	// closes (waiting for in-flight events).
 	closing := make(chan struct{})
-	go func() {
-		<-ctx.Done()
-		close(closing)
-	}()
+	var once sync.Once
+	stop := func() error {
+		once.Do(func() { close(closing) })
+		return router.Close()
+	}
+	router.AddMiddleware(r.attempts(p.Name, stop))
+
 	processor, err := cqrs.NewEventGroupProcessorWithConfig(router, cqrs.EventGroupProcessorConfig{
 		GenerateSubscribeTopic: func(cqrs.EventGroupProcessorGenerateSubscribeTopicParams) (string, error) {
 			return postgres.Topic, nil
 		},
 		SubscriberConstructor: func(params cqrs.EventGroupProcessorSubscriberConstructorParams) (message.Subscriber, error) {
-			ackDeadline := 30 * time.Second
-			return wsql.NewSubscriber(wsql.BeginnerFromPgx(r.pool), wsql.SubscriberConfig{
+			// No ack deadline: on expiry watermill-sql would commit while the
+			// handler still runs. Each attempt has its own timeout instead.
+			noDeadline := time.Duration(0)
+			sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(r.pool), wsql.SubscriberConfig{
 				ConsumerGroup:  params.EventGroupName,
 				SchemaAdapter:  postgres.NewSchema(100),
 				OffsetsAdapter: postgres.NewOffsets(),
-				AckDeadline:    &ackDeadline,
+				AckDeadline:    &noDeadline,
 				ResendInterval: 50 * time.Millisecond,
 				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second},
 			}, wlog)
+			if err != nil {
+				return nil, err
+			}
+			return newDrainingSubscriber(sub), nil
 		},
 		AckOnUnknownEvent: true,
 		Marshaler:         marshaler{registry: r.registry},
 		Logger:            wlog,
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := processor.AddHandlersGroup(p.Name, p.Handlers...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return router, nil
+	return router, stop, nil
 }
 
 // attempts runs each delivery inside a savepoint, so a failed attempt leaves
 // nothing behind, and retries it; an event that keeps failing stops its
 // projection loudly instead of being skipped.
-func (r *Runner) attempts(name string, router *message.Router) message.HandlerMiddleware {
+func (r *Runner) attempts(name string, stop func() error) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			ctx := msg.Context()
@@ -276,7 +300,11 @@ func (r *Runner) attempts(name string, router *message.Router) message.HandlerMi
 				if _, err := tx.Exec(ctx, "SAVEPOINT projection_event"); err != nil {
 					return nil, err
 				}
+				attemptCtx, cancel := context.WithTimeout(ctx, r.AttemptTimeout)
+				msg.SetContext(attemptCtx)
 				out, herr := h(msg)
+				cancel()
+				msg.SetContext(ctx)
 				if herr == nil {
 					_, err := tx.Exec(ctx, "RELEASE SAVEPOINT projection_event")
 					return out, err
@@ -289,7 +317,7 @@ func (r *Runner) attempts(name string, router *message.Router) message.HandlerMi
 				}
 				if attempt >= r.MaxAttempts {
 					r.stall(name, msg, herr)
-					go func() { _ = router.Close() }()
+					go func() { _ = stop() }()
 					return nil, herr
 				}
 				r.logger.Warn("projection handler failed; retrying", "projection", name, "event_id", msg.UUID,
