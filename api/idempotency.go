@@ -11,8 +11,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"lectern/api/validation"
 	"lectern/derrors"
 )
+
+var idempotencyKeyField = validation.Field{Name: "idempotency-key", Kind: validation.String, MaxLength: 255}
 
 // bufferedResponse holds a response until it is known whether to keep it.
 type bufferedResponse struct {
@@ -42,8 +45,8 @@ var replayedHeaders = []string{"Content-Type", "X-Event-Position", "X-Projection
 // kept 24 hours.
 func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int64, body []byte, handle func(http.ResponseWriter) error) error {
 	key := r.Header.Get("Idempotency-Key")
-	if len(key) > 255 {
-		return derrors.New(derrors.ErrBadRequest, "Idempotency-Key must be at most 255 characters")
+	if _, errs := validation.Header("Idempotency-Key", key, idempotencyKeyField); len(errs) > 0 {
+		return errs
 	}
 	sum := sha256.Sum256(body)
 	request := r.Method + " " + r.URL.RequestURI() + " " + hex.EncodeToString(sum[:])

@@ -131,6 +131,9 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, in input) error {
 		return err
 	}
 	u, err := s.deps.Queries.UserByID(r.Context(), in.user.UserID)
+	if isNotFound(err) {
+		return errBadCredentials // a valid signature for an account that is gone
+	}
 	if err != nil {
 		return err
 	}

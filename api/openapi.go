@@ -103,6 +103,11 @@ func (s *Server) openAPI() ([]byte, error) {
 		for _, f := range op.query {
 			params = append(params, schema{"name": f.Name, "in": "query", "required": f.Required, "schema": f.JSONSchema()})
 		}
+		if op.method == http.MethodGet && op.auth {
+			params = append(params, schema{"name": "X-Min-Position", "in": "header", "required": false,
+				"description": "Wait (up to 2 s) until the read models have applied this X-Event-Position",
+				"schema": schema{"type": "string"}})
+		}
 		if op.idempotent {
 			params = append(params, schema{"name": "Idempotency-Key", "in": "header", "required": false,
 				"description": "Retrying with the same key returns the first response (kept 24 h)",
@@ -121,7 +126,10 @@ func (s *Server) openAPI() ([]byte, error) {
 		}
 		responses[strconv.Itoa(op.status)] = success
 		errs := append([]int{}, op.errors...)
-		if op.body != nil || op.pathParams != nil || op.query != nil {
+		if op.method == http.MethodGet && op.auth {
+			errs = append(errs, 400) // an unreadable X-Min-Position
+		}
+		if op.body != nil || op.pathParams != nil || op.query != nil || op.idempotent {
 			errs = append(errs, 422)
 		}
 		if op.body != nil {

@@ -3,11 +3,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -72,7 +74,15 @@ func New(deps Deps) (*Server, error) {
 	r := chi.NewRouter()
 	r.Use(withRequestID, accessLog(deps.Logger), limitBody)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeDetail(w, http.StatusNotFound, "Not Found") })
-	r.MethodNotAllowed(func(w http.ResponseWriter, _ *http.Request) {
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		// A custom 405 handler does not get chi's Allow header: rebuild it.
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
+				allowed = append(allowed, m)
+			}
+		}
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
 		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 	})
 	for _, op := range s.ops {
@@ -166,8 +176,13 @@ func (s *Server) serve(op operation) http.Handler {
 				writeError(w, r, s.deps.Logger, err)
 				return
 			}
-			v, e := validation.DecodeBody(body, *op.body)
-			in.body, errs = v, append(errs, e...)
+			if trimmed := bytes.TrimSpace(body); len(trimmed) == 0 || string(trimmed) == "null" {
+				// The body itself is required, even where none of its fields are.
+				errs = append(errs, validation.MissingBody())
+			} else {
+				v, e := validation.DecodeBody(body, *op.body)
+				in.body, errs = v, append(errs, e...)
+			}
 		}
 		if len(errs) > 0 {
 			writeError(w, r, s.deps.Logger, errs)

@@ -30,7 +30,7 @@ func (h *CreateAgentHandler) Handle(ctx context.Context, c aggregates.CreateAgen
 		return aggregates.Agent{}, Result{}, err
 	}
 	c.AgentID = id
-	return execute(ctx, h.d, eventstore.StreamName(events.CategoryAgent, id), aggregates.EvolveAgent,
+	return create(ctx, h.d, eventstore.StreamName(events.CategoryAgent, id), aggregates.EvolveAgent,
 		func(a aggregates.Agent) ([]events.Event, error) { return aggregates.DecideCreateAgent(a, c) })
 }
 

@@ -225,7 +225,7 @@ func (i *Identity) CreateUser(ctx context.Context, email, password, name string,
 	if !ok {
 		return aggregates.User{}, Result{}, derrors.New(derrors.ErrConflict, "Email already registered")
 	}
-	user, res, err := execute(ctx, i.d, stream, aggregates.EvolveUser, func(u aggregates.User) ([]events.Event, error) {
+	user, res, err := create(ctx, i.d, stream, aggregates.EvolveUser, func(u aggregates.User) ([]events.Event, error) {
 		return aggregates.DecideSignUp(u, aggregates.SignUp{
 			UserID: id, Email: email, Name: name, PasswordHash: hash, Admin: admin || i.adminEmails[email],
 		})

@@ -99,10 +99,26 @@ func envelope(r eventstore.RecordedEvent, e events.Event) events.Envelope {
 // it decided on; a lost race reloads and decides again, up to maxAttempts.
 // It returns the state after the new events.
 func execute[S any](ctx context.Context, d Deps, stream string, evolve func(S, events.Envelope) S, decide func(S) ([]events.Event, error)) (S, Result, error) {
+	return run(ctx, d, stream, false, evolve, decide)
+}
+
+// create is execute for a stream whose id was just allocated: there is
+// nothing to load, and the append expects no stream.
+func create[S any](ctx context.Context, d Deps, stream string, evolve func(S, events.Envelope) S, decide func(S) ([]events.Event, error)) (S, Result, error) {
+	return run(ctx, d, stream, true, evolve, decide)
+}
+
+func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve func(S, events.Envelope) S, decide func(S) ([]events.Event, error)) (S, Result, error) {
 	for attempt := 1; ; attempt++ {
-		state, version, last, err := load(ctx, d, stream, evolve)
-		if err != nil {
-			return state, Result{}, err
+		var state S
+		var version int64
+		var last eventstore.Position
+		var err error
+		if !fresh || attempt > 1 {
+			state, version, last, err = load(ctx, d, stream, evolve)
+			if err != nil {
+				return state, Result{}, err
+			}
 		}
 		decided, err := decide(state)
 		if err != nil {

@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"lectern/events"
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
-	"lectern/events"
 	"lectern/pgtest"
 	"lectern/projections"
 )

@@ -117,14 +117,22 @@ func (marshaler) NameFromMessage(msg *message.Message) string {
 }
 
 // wakeBackoff waits for the next committed append instead of sleeping the
-// subscriber's whole poll interval; the poll is only a fallback for appends
-// that commit while the horizon holds them back.
+// subscriber's whole poll interval. A wake-up can arrive while another
+// transaction still holds the pg_snapshot_xmin horizon below the new events,
+// so after one it polls briefly at short intervals before waiting again; the
+// fallback poll covers appends that announce nothing.
 type wakeBackoff struct {
 	wake     <-chan struct{}
 	closing  <-chan struct{}
 	fallback time.Duration
 	retry    time.Duration
+	hotUntil *time.Time
 }
+
+const (
+	hotPolling = 50 * time.Millisecond
+	hotPoll    = 2 * time.Millisecond
+)
 
 func (b wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
 	if err != nil {
@@ -134,10 +142,14 @@ func (b wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err
 	if !noMsg {
 		return 0
 	}
+	if time.Now().Before(*b.hotUntil) {
+		return hotPoll
+	}
 	t := time.NewTimer(b.fallback)
 	defer t.Stop()
 	select {
 	case <-b.wake:
+		*b.hotUntil = time.Now().Add(hotPolling)
 	case <-t.C:
 	case <-b.closing:
 	}
@@ -249,7 +261,11 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 		once.Do(func() { close(closing) })
 		return router.Close()
 	}
-	router.AddMiddleware(r.attempts(p.Name, stop))
+	handled := map[string]bool{}
+	for _, h := range p.Handlers {
+		handled[marshaler{}.Name(h.NewEvent())] = true
+	}
+	router.AddMiddleware(r.attempts(p.Name, handled, stop))
 
 	processor, err := cqrs.NewEventGroupProcessorWithConfig(router, cqrs.EventGroupProcessorConfig{
 		GenerateSubscribeTopic: func(cqrs.EventGroupProcessorGenerateSubscribeTopicParams) (string, error) {
@@ -265,7 +281,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 				OffsetsAdapter: postgres.NewOffsets(),
 				AckDeadline:    &noDeadline,
 				ResendInterval: 50 * time.Millisecond,
-				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second},
+				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second, hotUntil: new(time.Time)},
 			}, wlog)
 			if err != nil {
 				return nil, err
@@ -288,9 +304,12 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 // attempts runs each delivery inside a savepoint, so a failed attempt leaves
 // nothing behind, and retries it; an event that keeps failing stops its
 // projection loudly instead of being skipped.
-func (r *Runner) attempts(name string, stop func() error) message.HandlerMiddleware {
+func (r *Runner) attempts(name string, handled map[string]bool, stop func() error) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
+			if !handled[msg.Metadata.Get(postgres.MetaEventType)] {
+				return h(msg) // acked as not this projection's: nothing to protect
+			}
 			ctx := msg.Context()
 			tx, err := txFrom(ctx)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,6 +30,11 @@ type Querier interface {
 type Store struct {
 	db  *pgxpool.Pool
 	now func() time.Time
+
+	wake     chan struct{} // pending wake-up for the notifier
+	wakeOnce sync.Once
+	stop     chan struct{}
+	stopOnce sync.Once
 }
 
 var _ eventstore.Store = (*Store)(nil)
@@ -38,19 +44,68 @@ func New(db *pgxpool.Pool, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: db, now: now}
+	return &Store{db: db, now: now, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// Close stops the store's notifier.
+func (s *Store) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// announce tells every listening process that events were committed. One
+// NOTIFY goes out at a time, after the append's own commit, and appends made
+// meanwhile share the next one: the append path never waits for it.
+func (s *Store) announce() {
+	s.wakeOnce.Do(func() { go s.notifier() })
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) notifier() {
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.wake:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = s.db.Exec(ctx, `SELECT pg_notify('`+EventsChannel+`', '')`)
+		cancel()
+	}
 }
 
 // appendSQL checks the expected version and inserts every event in one
 // statement, so an append costs one round trip. Two writers racing for the
 // same version collide on UNIQUE (stream_id, version).
+//
+// An "any" append of event ids the stream already holds writes nothing (the
+// retry of an append that succeeded); other preconditions catch a retry by
+// the version.
 const appendSQL = `
 WITH cur AS (SELECT coalesce(max(version), 0) AS v FROM events WHERE stream_id = $1)
 INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at)
 SELECT x.id, x.data, x.meta, $1, cur.v + x.n, x.typ, x.sv, x.rec
-FROM cur, unnest($2::text[], $3::json[], $4::json[], $5::text[], $6::int[], $7::timestamptz[])
+FROM cur, unnest($2::uuid[], $3::json[], $4::json[], $5::text[], $6::int[], $7::timestamptz[])
      WITH ORDINALITY AS x(id, data, meta, typ, sv, rec, n)
-WHERE CASE $8::int WHEN 0 THEN true WHEN 1 THEN cur.v = 0 WHEN 2 THEN cur.v > 0 ELSE cur.v = $9 END
+WHERE CASE $8::int WHEN 0 THEN NOT EXISTS (SELECT 1 FROM events e WHERE e.stream_id = $1 AND e.uuid = ANY($2::uuid[]))
+                   WHEN 1 THEN cur.v = 0 WHEN 2 THEN cur.v > 0 ELSE cur.v = $9 END
+RETURNING version, transaction_id::text, "offset"`
+
+// appendExactSQL appends at a known version: no aggregate over the stream,
+// only a check that the expected version exists (so no gap can open).
+const appendExactSQL = `
+INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at)
+SELECT x.id, x.data, x.meta, $1, $8::bigint + x.n, x.typ, x.sv, x.rec
+FROM unnest($2::uuid[], $3::json[], $4::json[], $5::text[], $6::int[], $7::timestamptz[])
+     WITH ORDINALITY AS x(id, data, meta, typ, sv, rec, n)
+WHERE $8::bigint = 0 OR EXISTS (SELECT 1 FROM events WHERE stream_id = $1 AND version = $8::bigint)
+RETURNING version, transaction_id::text, "offset"`
+
+// appendOneExactSQL is appendExactSQL for the common single event.
+const appendOneExactSQL = `
+INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at)
+SELECT $2::uuid, $3::json, $4::json, $1::text, $7::bigint + 1, $5::text, $6::int, $8::timestamptz
+WHERE $7::bigint = 0 OR EXISTS (SELECT 1 FROM events WHERE stream_id = $1::text AND version = $7::bigint)
 RETURNING version, transaction_id::text, "offset"`
 
 const (
@@ -66,6 +121,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	// decided by the first attempt.
 	for attempt := 0; ; attempt++ {
 		res, err := s.AppendIn(ctx, s.db, stream, expected, evs)
+		if err == nil {
+			s.announce()
+		}
 		if err == nil || !expected.IsAny() || !errors.Is(err, eventstore.ErrWrongExpectedVersion) || attempt == 10 {
 			return res, err
 		}
@@ -73,7 +131,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 }
 
 // AppendIn appends within q, which may be an open transaction: the events
-// become visible, and the append's outcome final, when it commits.
+// become visible, and the append's outcome final, when it commits. Listeners
+// are not woken (they notice at their next poll) unless the caller calls
+// Announce after the commit.
 func (s *Store) AppendIn(ctx context.Context, q Querier, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
 	if len(evs) == 0 {
 		return eventstore.AppendResult{}, errors.New("eventstore: append of no events")
@@ -114,7 +174,18 @@ func (s *Store) AppendIn(ctx context.Context, q Querier, stream string, expected
 		kind = kindStreamExists
 	}
 
-	rows, err := q.Query(ctx, appendSQL, stream, ids, data, metas, types, versions, recorded, kind, exact)
+	var rows pgx.Rows
+	var err error
+	switch {
+	case kind == kindExact || kind == kindNoStream:
+		if n == 1 {
+			rows, err = q.Query(ctx, appendOneExactSQL, stream, ids[0], data[0], metas[0], types[0], versions[0], exact, recorded[0])
+		} else {
+			rows, err = q.Query(ctx, appendExactSQL, stream, ids, data, metas, types, versions, recorded, exact)
+		}
+	default:
+		rows, err = q.Query(ctx, appendSQL, stream, ids, data, metas, types, versions, recorded, kind, exact)
+	}
 	if err != nil {
 		return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
 	}
@@ -146,7 +217,7 @@ func (s *Store) AppendIn(ctx context.Context, q Querier, stream string, expected
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == "23505":
-		// A concurrent writer took the version, or these events exist already.
+		// A concurrent writer took the version (perhaps with these very events).
 		return s.idempotent(ctx, stream, expected, ids)
 	case err != nil:
 		return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", stream, err)
@@ -158,8 +229,11 @@ func (s *Store) AppendIn(ctx context.Context, q Querier, stream string, expected
 
 // idempotent answers an append that wrote nothing: success when every event
 // id is already in the stream (a retry), else a wrong expected version.
+// Announce wakes listeners after a caller committed an AppendIn.
+func (s *Store) Announce() { s.announce() }
+
 func (s *Store) idempotent(ctx context.Context, stream string, expected eventstore.ExpectedVersion, ids []string) (eventstore.AppendResult, error) {
-	rows, err := s.db.Query(ctx, `SELECT stream_id, version, transaction_id::text, "offset" FROM events WHERE uuid = ANY($1)`, ids)
+	rows, err := s.db.Query(ctx, `SELECT version, transaction_id::text, "offset" FROM events WHERE stream_id = $1 AND uuid = ANY($2::uuid[])`, stream, ids)
 	if err != nil {
 		return eventstore.AppendResult{}, err
 	}
@@ -167,13 +241,10 @@ func (s *Store) idempotent(ctx context.Context, stream string, expected eventsto
 	var res eventstore.AppendResult
 	found := 0
 	for rows.Next() {
-		var streamID, txid string
+		var txid string
 		var version, offset int64
-		if err := rows.Scan(&streamID, &version, &txid, &offset); err != nil {
+		if err := rows.Scan(&version, &txid, &offset); err != nil {
 			return eventstore.AppendResult{}, err
-		}
-		if streamID != stream {
-			return eventstore.AppendResult{}, fmt.Errorf("%w: event id already used in stream %s", eventstore.ErrWrongExpectedVersion, streamID)
 		}
 		pos, err := position(txid, offset)
 		if err != nil {
@@ -193,7 +264,7 @@ func (s *Store) idempotent(ctx context.Context, stream string, expected eventsto
 	return eventstore.AppendResult{}, fmt.Errorf("%w: stream %s, expected %s", eventstore.ErrWrongExpectedVersion, stream, expected)
 }
 
-const selectColumns = `uuid, stream_id, version, transaction_id::text, "offset", event_type, schema_version, payload::text, metadata::text, recorded_at`
+const selectColumns = `uuid::text, stream_id, version, transaction_id::text, "offset", event_type, schema_version, payload::text, metadata::text, recorded_at`
 
 // ReadStream implements eventstore.Store.
 func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {

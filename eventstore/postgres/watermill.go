@@ -63,7 +63,7 @@ func (s Schema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, error) {
 	}
 	q := `SELECT * FROM (
 		WITH last_processed AS (` + next.Query + `)
-		SELECT "offset", transaction_id, uuid, payload::text, metadata::text, stream_id, version, event_type, schema_version, recorded_at
+		SELECT "offset", transaction_id, uuid::text, payload::text, metadata::text, stream_id, version, event_type, schema_version, recorded_at
 		FROM events
 		WHERE ((transaction_id = (SELECT last_processed_transaction_id FROM last_processed)
 		        AND "offset" > (SELECT offset_acked FROM last_processed))
@@ -117,7 +117,7 @@ func NewOffsets() Offsets {
 // is "<consumer group> <position>".
 const PositionsChannel = "lectern_positions"
 
-// EventsChannel is the NOTIFY channel raised by every committed append.
+// EventsChannel is the NOTIFY channel raised after committed appends.
 const EventsChannel = "lectern_events"
 
 // SchemaInitializingQueries returns nothing: migrations own the schema.

@@ -173,6 +173,17 @@ func testIdempotent(t *testing.T, h Harness) {
 	if len(got) != 2 {
 		t.Errorf("stream holds %d events after a retry, want 2", len(got))
 	}
+	// A retried "any" append is idempotent too.
+	anyEvs := []eventstore.EventData{Event("c", 3)}
+	if _, err := s.Append(c, stream, eventstore.Any, anyEvs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(c, stream, eventstore.Any, anyEvs); err != nil {
+		t.Fatalf("retry of an any append: %v", err)
+	}
+	if got, _ := s.ReadStream(c, stream, eventstore.Forwards, 1, 0); len(got) != 3 {
+		t.Errorf("stream holds %d events after an any retry, want 3", len(got))
+	}
 	// Other events at a taken version are still refused.
 	if _, err := s.Append(c, stream, eventstore.NoStream, []eventstore.EventData{Event("c", 3)}); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 		t.Errorf("new events at a taken version: %v", err)

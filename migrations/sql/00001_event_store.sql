@@ -4,7 +4,7 @@
 -- stream columns. (transaction_id, "offset") is the global log position.
 CREATE TABLE events (
     "offset"        BIGSERIAL   NOT NULL,
-    uuid            VARCHAR(36) NOT NULL,
+    uuid            UUID        NOT NULL,
     created_at      TIMESTAMP   NOT NULL DEFAULT CURRENT_TIMESTAMP,
     payload         JSON,
     metadata        JSON,
@@ -16,21 +16,14 @@ CREATE TABLE events (
     recorded_at     TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (transaction_id, "offset"),
     CONSTRAINT events_stream_version UNIQUE (stream_id, version),
-    CONSTRAINT events_event_id UNIQUE (uuid),
     CONSTRAINT events_version_positive CHECK (version >= 1)
 );
 
--- Wakes projection subscribers at commit instead of waiting for their poll.
--- +goose StatementBegin
-CREATE FUNCTION lectern_notify_events() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('lectern_events', '');
-    RETURN NULL;
-END
-$$;
--- +goose StatementEnd
-CREATE TRIGGER events_notify AFTER INSERT ON events
-    FOR EACH STATEMENT EXECUTE FUNCTION lectern_notify_events();
+-- Event ids are the idempotency keys of appends within a stream (as in
+-- EventStoreDB); they are not indexed globally, which would cost every append
+-- a random b-tree insert. Appends wake subscribers with a coalesced NOTIFY sent
+-- after commit (eventstore/postgres), not a trigger: a NOTIFY inside the
+-- appending transaction serialises every commit on the notification queue lock.
 
 -- One row per projection (Watermill consumer group); updated in the same
 -- transaction as the projection's rows.
@@ -53,6 +46,4 @@ CREATE TABLE unique_claims (
 -- +goose Down
 DROP TABLE unique_claims;
 DROP TABLE projection_offsets;
-DROP TRIGGER events_notify ON events;
-DROP FUNCTION lectern_notify_events();
 DROP TABLE events;

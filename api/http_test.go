@@ -1,0 +1,202 @@
+package api_test
+
+import (
+	"bytes"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+func TestBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	big := `{"name":"a","system_prompt":"` + strings.Repeat("x", 1<<20) + `"}`
+
+	t.Run("with Content-Length", func(t *testing.T) {
+		res := e.do(t, "POST", "/agents", big, u.Access)
+		wantDetail(t, res, http.StatusRequestEntityTooLarge, "Request body too large")
+	})
+	t.Run("chunked", func(t *testing.T) {
+		res := e.do(t, "POST", "/agents", bytes.NewReader([]byte(big)), u.Access)
+		wantDetail(t, res, http.StatusRequestEntityTooLarge, "Request body too large")
+	})
+	t.Run("on an operation without a token", func(t *testing.T) {
+		res := e.do(t, "POST", "/user/login", big, "")
+		wantDetail(t, res, http.StatusRequestEntityTooLarge, "Request body too large")
+	})
+	wantBody(t, e.do(t, "GET", "/agents", nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
+}
+
+func TestUnknownRoute(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/nope"},
+		{"GET", "/agents/1/extra"},
+		{"POST", "/user/nope"},
+		{"GET", "/"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			wantDetail(t, e.do(t, tc.method, tc.path, nil, u.Access), http.StatusNotFound, "Not Found")
+		})
+	}
+}
+
+func TestWrongMethod(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	for _, tc := range []struct {
+		method, path string
+		allow        []string
+	}{
+		{"DELETE", "/agents", []string{"GET", "POST"}},
+		{"PUT", "/agents/1", []string{"GET", "PATCH"}},
+		{"GET", "/user/login", []string{"POST"}},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			res := e.do(t, tc.method, tc.path, nil, u.Access)
+			wantDetail(t, res, http.StatusMethodNotAllowed, "Method Not Allowed")
+
+			// RFC 9110 §15.5.6: a 405 MUST list the allowed methods (Starlette does).
+			var allow []string
+			for _, v := range res.Header.Values("Allow") {
+				for _, m := range strings.Split(v, ",") {
+					if m = strings.TrimSpace(m); m != "" {
+						allow = append(allow, m)
+					}
+				}
+			}
+			slices.Sort(allow)
+			if !slices.Equal(allow, tc.allow) {
+				t.Errorf("%s: Allow is %q, want %q", res, res.Header.Values("Allow"), strings.Join(tc.allow, ", "))
+			}
+		})
+	}
+}
+
+var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+func TestRequestID(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+
+	res := e.do(t, "GET", "/user/me", nil, "", "X-Request-ID", "trace-42.a:b_c")
+	wantHeader(t, res, "X-Request-ID", "trace-42.a:b_c")
+
+	first := e.do(t, "GET", "/user/me", nil, "").Header.Get("X-Request-ID")
+	second := e.do(t, "GET", "/user/me", nil, "").Header.Get("X-Request-ID")
+	if !uuidPattern.MatchString(first) || !uuidPattern.MatchString(second) || first == second {
+		t.Errorf("generated request ids %q and %q: want two different UUIDs", first, second)
+	}
+
+	// A value unfit for a log line is replaced.
+	for _, unsafe := range []string{"two words", strings.Repeat("a", 129), `"quoted"`} {
+		got := e.do(t, "GET", "/user/me", nil, "", "X-Request-ID", unsafe).Header.Get("X-Request-ID")
+		if !uuidPattern.MatchString(got) {
+			t.Errorf("X-Request-ID %q came back as %q, want a generated UUID", unsafe, got)
+		}
+	}
+
+	// Errors carry it too.
+	res = e.do(t, "GET", "/nope", nil, "", "X-Request-ID", "not-found-1")
+	wantHeader(t, res, "X-Request-ID", "not-found-1")
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u, other := e.signUp(t), e.signUp(t)
+	key := uuid.NewString()
+	body := `{"name":"once","system_prompt":"p"}`
+
+	first := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", key)
+	wantStatus(t, first, http.StatusCreated)
+	if got := first.Header.Get("Idempotent-Replayed"); got != "" {
+		t.Errorf("%s: the first request has Idempotent-Replayed %q", first, got)
+	}
+	second := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", key)
+	wantBody(t, second, http.StatusCreated, string(first.Body))
+	wantHeader(t, second, "Idempotent-Replayed", "true")
+	wantHeader(t, second, "X-Event-Position", first.Header.Get("X-Event-Position"))
+
+	list := e.do(t, "GET", "/agents", nil, u.Access)
+	wantBody(t, list, http.StatusOK, `{"items":[`+string(first.Body)+`],"total":1,"page":1,"size":50}`)
+
+	t.Run("the same key with another body", func(t *testing.T) {
+		res := e.do(t, "POST", "/agents", `{"name":"twice","system_prompt":"p"}`, u.Access, "Idempotency-Key", key)
+		wantStatus(t, res, http.StatusUnprocessableEntity)
+		wantBody(t, res, http.StatusUnprocessableEntity, `{"detail":[{"type":"value_error","loc":["header","Idempotency-Key"],`+
+			`"msg":"Value error, Idempotency-Key was already used with a different request","input":"`+key+`",`+
+			`"ctx":{"error":"Idempotency-Key was already used with a different request"}}]}`)
+	})
+	t.Run("another user's key is theirs", func(t *testing.T) {
+		res := e.do(t, "POST", "/agents", body, other.Access, "Idempotency-Key", key)
+		wantStatus(t, res, http.StatusCreated)
+		wantHeader(t, res, "Idempotent-Replayed", "")
+		if num(t, res, "agent_id") == num(t, first, "agent_id") {
+			t.Errorf("%s: another user got the first user's agent", res)
+		}
+	})
+	t.Run("without a key, every POST creates", func(t *testing.T) {
+		a := e.do(t, "POST", "/agents", body, other.Access)
+		b := e.do(t, "POST", "/agents", body, other.Access)
+		wantStatus(t, a, http.StatusCreated)
+		wantStatus(t, b, http.StatusCreated)
+		if num(t, a, "agent_id") == num(t, b, "agent_id") {
+			t.Errorf("two POSTs without a key made one agent")
+		}
+	})
+	t.Run("a key over 255 characters", func(t *testing.T) {
+		// The document declares the header with maxLength 255: a validation error.
+		long := strings.Repeat("k", 256)
+		res := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", long)
+		wantStatus(t, res, http.StatusUnprocessableEntity)
+		items, _ := field(t, res, "detail").([]any)
+		if len(items) != 1 {
+			t.Fatalf("%s: want one error", res)
+		}
+		item, _ := items[0].(map[string]any)
+		loc, _ := item["loc"].([]any)
+		if item["type"] != "string_too_long" || len(loc) != 2 || loc[0] != "header" || !strings.EqualFold(loc[1].(string), "idempotency-key") {
+			t.Errorf("%s: want a string_too_long error at the Idempotency-Key header", res)
+		}
+	})
+}
+
+func TestMinPosition(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	created := e.createAgent(t, u.Access, `{"name":"a","system_prompt":"p"}`)
+	pos := created.Header.Get("X-Event-Position")
+	if pos == "" {
+		t.Fatalf("%s: no X-Event-Position", created)
+	}
+
+	res := e.do(t, "GET", "/agents", nil, u.Access, "X-Min-Position", pos)
+	wantBody(t, res, http.StatusOK, `{"items":[`+string(created.Body)+`],"total":1,"page":1,"size":50}`)
+	wantHeader(t, res, "X-Projection-Pending", "")
+	res = e.do(t, "GET", agentPath(created, t), nil, u.Access, "X-Min-Position", pos)
+	wantBody(t, res, http.StatusOK, string(created.Body))
+
+	for _, bad := range []string{"yesterday", "12", "1-x", "-1-2"} {
+		t.Run(bad, func(t *testing.T) {
+			res := e.do(t, "GET", "/agents", nil, u.Access, "X-Min-Position", bad)
+			wantDetail(t, res, http.StatusBadRequest, "Invalid X-Min-Position header")
+		})
+	}
+}
+
+func TestHealth(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	wantBody(t, e.do(t, "GET", "/healthz", nil, ""), http.StatusOK, `{"status":"ok"}`)
+	wantBody(t, e.do(t, "GET", "/readyz", nil, ""), http.StatusOK, `{"status":"ready"}`)
+}

@@ -1,0 +1,557 @@
+package api_test
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"lectern/auth"
+)
+
+// wrongCode is a 6-digit code that is not code.
+func wrongCode(code string) string {
+	return strconv.Itoa((int(code[0]-'0')+1)%10) + code[1:]
+}
+
+// A clock frozen in the middle of a 15-minute rate-limit window, so that a
+// test never straddles two windows; Retry-After is then exactly 480 s.
+func midWindow() time.Time {
+	return time.Now().UTC().Truncate(15 * time.Minute).Add(7 * time.Minute)
+}
+
+func TestSendCode(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	email := uniqueEmail()
+	before := time.Now()
+	res := e.do(t, "POST", "/user/email/send-code", map[string]string{"email": email}, "")
+	wantStatus(t, res, http.StatusOK)
+	if got := str(t, res, "email"); got != email {
+		t.Errorf("email is %q, want %q", got, email)
+	}
+	if str(t, res, "verification_token") == "" {
+		t.Error("verification_token is empty")
+	}
+	expires := timestamp(t, res, "expires_at")
+	if lo, hi := before.Add(10*time.Minute-time.Second), time.Now().Add(10*time.Minute+time.Second); expires.Before(lo) || expires.After(hi) {
+		t.Errorf("expires_at is %s, want 10 minutes from now (%s..%s)", expires, lo, hi)
+	}
+	if n := e.mail.count(email); n != 1 {
+		t.Errorf("%d e-mails went to %s, want 1", n, email)
+	}
+	if code := e.mail.code(t, email); len(code) != 6 {
+		t.Errorf("the e-mailed code is %q, want 6 digits", code)
+	}
+}
+
+func TestSendCodeValidation(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	for _, tc := range []struct {
+		name, body, want string
+	}{
+		{"not an e-mail", `{"email":"not-an-email"}`,
+			`{"detail":[{"type":"value_error","loc":["body","email"],"msg":"value is not a valid email address: An email address must have an @-sign.","input":"not-an-email","ctx":{"reason":"An email address must have an @-sign."}}]}`},
+		{"nothing after the @-sign", `{"email":"ada@"}`,
+			`{"detail":[{"type":"value_error","loc":["body","email"],"msg":"value is not a valid email address: There must be something after the @-sign.","input":"ada@","ctx":{"reason":"There must be something after the @-sign."}}]}`},
+		{"missing, empty object", `{}`,
+			`{"detail":[{"type":"missing","loc":["body","email"],"msg":"Field required","input":{}}]}`},
+		{"missing, input is the body", `{"mail":"ada@example.com"}`,
+			`{"detail":[{"type":"missing","loc":["body","email"],"msg":"Field required","input":{"mail":"ada@example.com"}}]}`},
+		{"a number", `{"email":5}`,
+			`{"detail":[{"type":"string_type","loc":["body","email"],"msg":"Input should be a valid string","input":5}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := e.do(t, "POST", "/user/email/send-code", tc.body, "")
+			wantBody(t, res, http.StatusUnprocessableEntity, tc.want)
+		})
+	}
+}
+
+func TestSendCodeRateLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{now: newClock(midWindow()).Now})
+	email := uniqueEmail()
+	for i := 1; i <= 5; i++ {
+		res := e.do(t, "POST", "/user/email/send-code", map[string]string{"email": email}, "")
+		wantStatus(t, res, http.StatusOK)
+	}
+	res := e.do(t, "POST", "/user/email/send-code", map[string]string{"email": email}, "")
+	wantStatus(t, res, http.StatusTooManyRequests)
+	wantHeader(t, res, "Retry-After", "480")
+	if n := e.mail.count(email); n != 5 {
+		t.Errorf("%d e-mails went to %s, want 5", n, email)
+	}
+}
+
+func TestVerifyCode(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	const badCode = `{"detail":"Invalid or expired verification code"}`
+	verify := func(t *testing.T, email, code, token string) response {
+		t.Helper()
+		return e.do(t, "POST", "/user/email/verify-code", map[string]string{
+			"email": email, "code": code, "verification_token": token,
+		}, "")
+	}
+
+	t.Run("the e-mailed code", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		token, code := e.sendCode(t, email)
+		res := verify(t, email, code, token)
+		wantStatus(t, res, http.StatusOK)
+		if got := str(t, res, "email"); got != email {
+			t.Errorf("email is %q, want %q", got, email)
+		}
+		if str(t, res, "email_verified_token") == "" {
+			t.Error("email_verified_token is empty")
+		}
+	})
+	t.Run("a wrong code", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		token, code := e.sendCode(t, email)
+		wantBody(t, verify(t, email, wrongCode(code), token), http.StatusBadRequest, badCode)
+	})
+	t.Run("a wrong verification token", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		_, code := e.sendCode(t, email)
+		wantBody(t, verify(t, email, code, "not-the-token"), http.StatusBadRequest, badCode)
+	})
+	t.Run("another address's token and code", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		token, code := e.sendCode(t, email)
+		wantBody(t, verify(t, uniqueEmail(), code, token), http.StatusBadRequest, badCode)
+	})
+	t.Run("the fifth try may be right", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		token, code := e.sendCode(t, email)
+		for i := 1; i <= 4; i++ {
+			wantBody(t, verify(t, email, wrongCode(code), token), http.StatusBadRequest, badCode)
+		}
+		wantStatus(t, verify(t, email, code, token), http.StatusOK)
+	})
+	t.Run("after five wrong tries the right code fails", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		token, code := e.sendCode(t, email)
+		for i := 1; i <= 5; i++ {
+			wantBody(t, verify(t, email, wrongCode(code), token), http.StatusBadRequest, badCode)
+		}
+		res := verify(t, email, code, token)
+		wantBody(t, res, http.StatusTooManyRequests, `{"detail":"Too many failed attempts; try again later"}`)
+		if res.Header.Get("Retry-After") == "" {
+			t.Errorf("%s: no Retry-After header", res)
+		}
+	})
+	t.Run("missing fields", func(t *testing.T) {
+		t.Parallel()
+		res := e.do(t, "POST", "/user/email/verify-code", `{"code":"123456"}`, "")
+		wantBody(t, res, http.StatusUnprocessableEntity, `{"detail":[`+
+			`{"type":"missing","loc":["body","email"],"msg":"Field required","input":{"code":"123456"}},`+
+			`{"type":"missing","loc":["body","verification_token"],"msg":"Field required","input":{"code":"123456"}}]}`)
+	})
+}
+
+// A code allows five tries even when the per-address failure count has
+// moved to a new window.
+func TestVerifyCodeAllowsFiveTries(t *testing.T) {
+	t.Parallel()
+	windowEnd := time.Now().UTC().Truncate(15 * time.Minute).Add(15 * time.Minute)
+	clk := newClock(windowEnd.Add(-10 * time.Second))
+	e := newEnv(t, envConfig{now: clk.Now})
+	email := uniqueEmail()
+	token, code := e.sendCode(t, email)
+	body := func(code string) map[string]string {
+		return map[string]string{"email": email, "code": code, "verification_token": token}
+	}
+	for i := 1; i <= 5; i++ {
+		res := e.do(t, "POST", "/user/email/verify-code", body(wrongCode(code)), "")
+		wantStatus(t, res, http.StatusBadRequest)
+	}
+	clk.Advance(20 * time.Second) // a new failure window; the code is still fresh
+	res := e.do(t, "POST", "/user/email/verify-code", body(code), "")
+	wantDetail(t, res, http.StatusBadRequest, "Invalid or expired verification code")
+}
+
+func TestVerifyCodeExpires(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now})
+
+	fresh, stale := uniqueEmail(), uniqueEmail()
+	freshToken, freshCode := e.sendCode(t, fresh)
+	staleToken, staleCode := e.sendCode(t, stale)
+
+	clk.Advance(10*time.Minute - time.Second)
+	res := e.do(t, "POST", "/user/email/verify-code", map[string]string{
+		"email": fresh, "code": freshCode, "verification_token": freshToken}, "")
+	wantStatus(t, res, http.StatusOK)
+
+	clk.Advance(2 * time.Second) // 10 minutes and a second after sending
+	res = e.do(t, "POST", "/user/email/verify-code", map[string]string{
+		"email": stale, "code": staleCode, "verification_token": staleToken}, "")
+	wantDetail(t, res, http.StatusBadRequest, "Invalid or expired verification code")
+}
+
+func TestSignUp(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	email := uniqueEmail()
+	verified := e.verifiedToken(t, email)
+	res := e.do(t, "POST", "/user/signup", map[string]string{
+		"email": email, "password": "correct horse battery", "name": "Grace Hopper", "email_verified_token": verified,
+	}, "")
+	wantStatus(t, res, http.StatusCreated)
+	if res.Header.Get("X-Event-Position") == "" {
+		t.Errorf("%s: no X-Event-Position header", res)
+	}
+	if got := str(t, res, "token_type"); got != "bearer" {
+		t.Errorf("token_type is %q, want bearer", got)
+	}
+	if str(t, res, "access_token") == "" || str(t, res, "refresh_token") == "" {
+		t.Errorf("%s: empty tokens", res)
+	}
+	created, ok := field(t, res, "user").(map[string]any)
+	if !ok {
+		t.Fatalf("%s: user is not an object", res)
+	}
+	userRes := response{Method: res.Method, Path: res.Path, JSON: created}
+	id := num(t, userRes, "id")
+	createdAt := timestamp(t, userRes, "created_at")
+	if updatedAt := timestamp(t, userRes, "updated_at"); !updatedAt.Equal(createdAt) {
+		t.Errorf("updated_at %s, want created_at %s", updatedAt, createdAt)
+	}
+	want := map[string]any{
+		"id": json.Number(strconv.FormatInt(id, 10)), "email": email, "name": "Grace Hopper",
+		"roles": []any{"user"}, "partner_ids": []any{},
+		"created_at": created["created_at"], "updated_at": created["updated_at"],
+	}
+	if diff := cmp.Diff(want, created); diff != "" {
+		t.Errorf("user (-want +got):\n%s", diff)
+	}
+
+	// The new account is readable at once with the token sign-up returned.
+	me := e.do(t, "GET", "/user/me", nil, str(t, res, "access_token"))
+	wantStatus(t, me, http.StatusOK)
+	if diff := cmp.Diff(created, me.JSON); diff != "" {
+		t.Errorf("GET /user/me after sign-up (-signup +me):\n%s", diff)
+	}
+
+	t.Run("the same e-mail again", func(t *testing.T) {
+		res := e.do(t, "POST", "/user/signup", map[string]string{
+			"email": email, "password": "another password", "name": "Grace", "email_verified_token": e.verifiedToken(t, email),
+		}, "")
+		wantDetail(t, res, http.StatusConflict, "Email already registered")
+	})
+}
+
+func TestSignUpErrors(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	const badToken = "Invalid or expired email_verified_token for this email"
+
+	t.Run("a token for another e-mail", func(t *testing.T) {
+		t.Parallel()
+		verified := e.verifiedToken(t, uniqueEmail())
+		res := e.do(t, "POST", "/user/signup", map[string]string{
+			"email": uniqueEmail(), "password": "correct horse battery", "name": "Eve", "email_verified_token": verified,
+		}, "")
+		wantDetail(t, res, http.StatusBadRequest, badToken)
+	})
+	t.Run("a forged token", func(t *testing.T) {
+		t.Parallel()
+		res := e.do(t, "POST", "/user/signup", map[string]string{
+			"email": uniqueEmail(), "password": "correct horse battery", "name": "Eve", "email_verified_token": "forged",
+		}, "")
+		wantDetail(t, res, http.StatusBadRequest, badToken)
+	})
+	t.Run("a password too short", func(t *testing.T) {
+		t.Parallel()
+		res := e.do(t, "POST", "/user/signup", `{"email":"ada@example.com","password":"short","name":"Ada","email_verified_token":"x"}`, "")
+		wantBody(t, res, http.StatusUnprocessableEntity,
+			`{"detail":[{"type":"string_too_short","loc":["body","password"],"msg":"String should have at least 8 characters","input":"short","ctx":{"min_length":8}}]}`)
+	})
+	t.Run("every field missing", func(t *testing.T) {
+		t.Parallel()
+		res := e.do(t, "POST", "/user/signup", `{}`, "")
+		wantBody(t, res, http.StatusUnprocessableEntity, `{"detail":[`+
+			`{"type":"missing","loc":["body","email"],"msg":"Field required","input":{}},`+
+			`{"type":"missing","loc":["body","password"],"msg":"Field required","input":{}},`+
+			`{"type":"missing","loc":["body","name"],"msg":"Field required","input":{}},`+
+			`{"type":"missing","loc":["body","email_verified_token"],"msg":"Field required","input":{}}]}`)
+	})
+}
+
+// The e-mail-verified token lives 30 minutes.
+func TestSignUpVerifiedTokenExpires(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now})
+	email := uniqueEmail()
+	verified := e.verifiedToken(t, email)
+	clk.Advance(30*time.Minute + time.Second)
+	res := e.do(t, "POST", "/user/signup", map[string]string{
+		"email": email, "password": "correct horse battery", "name": "Ada", "email_verified_token": verified,
+	}, "")
+	wantDetail(t, res, http.StatusBadRequest, "Invalid or expired email_verified_token for this email")
+}
+
+func TestAdminEmails(t *testing.T) {
+	t.Parallel()
+	admin := uniqueEmail()
+	e := newEnv(t, envConfig{adminEmails: []string{" " + strings.ToUpper(admin) + " "}})
+
+	for _, tc := range []struct {
+		email string
+		roles []any
+	}{
+		{admin, []any{"user", "admin"}},
+		{uniqueEmail(), []any{"user"}},
+	} {
+		verified := e.verifiedToken(t, tc.email)
+		res := e.do(t, "POST", "/user/signup", map[string]string{
+			"email": tc.email, "password": "correct horse battery", "name": "Root", "email_verified_token": verified,
+		}, "")
+		wantStatus(t, res, http.StatusCreated)
+		created := field(t, res, "user").(map[string]any)
+		if diff := cmp.Diff(tc.roles, created["roles"]); diff != "" {
+			t.Errorf("%s: sign-up roles (-want +got):\n%s", tc.email, diff)
+		}
+		me := e.do(t, "GET", "/user/me", nil, str(t, res, "access_token"))
+		wantStatus(t, me, http.StatusOK)
+		if diff := cmp.Diff(tc.roles, field(t, me, "roles")); diff != "" {
+			t.Errorf("%s: GET /user/me roles (-want +got):\n%s", tc.email, diff)
+		}
+	}
+}
+
+func login(t testing.TB, e *env, email, password string) response {
+	t.Helper()
+	return e.do(t, "POST", "/user/login", map[string]string{"email": email, "password": password}, "")
+}
+
+func TestLogin(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+
+	res := login(t, e, u.Email, u.Password)
+	wantStatus(t, res, http.StatusOK)
+	if got := str(t, res, "token_type"); got != "bearer" {
+		t.Errorf("token_type is %q, want bearer", got)
+	}
+	if str(t, res, "refresh_token") == u.Refresh {
+		t.Error("login returned sign-up's refresh token")
+	}
+	me := e.do(t, "GET", "/user/me", nil, str(t, res, "access_token"))
+	wantStatus(t, me, http.StatusOK)
+	if got := num(t, me, "id"); got != u.ID {
+		t.Errorf("GET /user/me with the login's token: id %d, want %d", got, u.ID)
+	}
+
+	t.Run("the e-mail in another case", func(t *testing.T) {
+		wantStatus(t, login(t, e, strings.ToUpper(u.Email), u.Password), http.StatusOK)
+	})
+	t.Run("a wrong password", func(t *testing.T) {
+		wantDetail(t, login(t, e, u.Email, "wrong password"), http.StatusUnauthorized, "Incorrect email or password")
+	})
+	t.Run("an unknown e-mail", func(t *testing.T) {
+		wantDetail(t, login(t, e, uniqueEmail(), u.Password), http.StatusUnauthorized, "Incorrect email or password")
+	})
+	t.Run("a missing password", func(t *testing.T) {
+		res := e.do(t, "POST", "/user/login", `{"email":"ada@example.com"}`, "")
+		wantBody(t, res, http.StatusUnprocessableEntity,
+			`{"detail":[{"type":"missing","loc":["body","password"],"msg":"Field required","input":{"email":"ada@example.com"}}]}`)
+	})
+}
+
+func TestLoginRateLimit(t *testing.T) {
+	t.Parallel()
+	clk := newClock(midWindow())
+	e := newEnv(t, envConfig{now: clk.Now})
+	const tooMany = "Too many failed attempts; try again later"
+
+	t.Run("five failures, then 429 even with the right password", func(t *testing.T) {
+		u := e.signUp(t)
+		for i := 1; i <= 5; i++ {
+			wantDetail(t, login(t, e, u.Email, "wrong password"), http.StatusUnauthorized, "Incorrect email or password")
+		}
+		res := login(t, e, u.Email, u.Password)
+		wantDetail(t, res, http.StatusTooManyRequests, tooMany)
+		wantHeader(t, res, "Retry-After", "480")
+	})
+	t.Run("a successful login is not a failure", func(t *testing.T) {
+		u := e.signUp(t)
+		for i := 1; i <= 4; i++ {
+			wantStatus(t, login(t, e, u.Email, "wrong password"), http.StatusUnauthorized)
+		}
+		wantStatus(t, login(t, e, u.Email, u.Password), http.StatusOK)
+		// Fifth failure: still a 401, since the success did not count.
+		wantDetail(t, login(t, e, u.Email, "wrong password"), http.StatusUnauthorized, "Incorrect email or password")
+		wantDetail(t, login(t, e, u.Email, u.Password), http.StatusTooManyRequests, tooMany)
+	})
+	t.Run("the limit lifts when the window passes", func(t *testing.T) {
+		u := e.signUp(t)
+		for i := 1; i <= 5; i++ {
+			wantStatus(t, login(t, e, u.Email, "wrong password"), http.StatusUnauthorized)
+		}
+		wantStatus(t, login(t, e, u.Email, u.Password), http.StatusTooManyRequests)
+		// Subtests run in order, so moving the clock is safe here.
+		clk.Advance(15 * time.Minute)
+		wantStatus(t, login(t, e, u.Email, u.Password), http.StatusOK)
+	})
+}
+
+func refresh(t testing.TB, e *env, token string) response {
+	t.Helper()
+	return e.do(t, "POST", "/user/token/refresh", map[string]string{"refresh_token": token}, "")
+}
+
+func TestRefreshRotates(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+
+	res := refresh(t, e, u.Refresh)
+	wantStatus(t, res, http.StatusOK)
+	if got := str(t, res, "token_type"); got != "bearer" {
+		t.Errorf("token_type is %q, want bearer", got)
+	}
+	rotated := str(t, res, "refresh_token")
+	if rotated == u.Refresh {
+		t.Fatal("refresh returned the same refresh token")
+	}
+	wantStatus(t, e.do(t, "GET", "/user/me", nil, str(t, res, "access_token")), http.StatusOK)
+
+	// Reusing the old token means it leaked: it fails, and so does the family.
+	wantDetail(t, refresh(t, e, u.Refresh), http.StatusUnauthorized, "Could not validate credentials")
+	wantDetail(t, refresh(t, e, rotated), http.StatusUnauthorized, "Could not validate credentials")
+
+	t.Run("an unknown token", func(t *testing.T) {
+		wantDetail(t, refresh(t, e, "no-such-token"), http.StatusUnauthorized, "Could not validate credentials")
+	})
+}
+
+func TestLogout(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	other := str(t, login(t, e, u.Email, u.Password), "refresh_token")
+
+	res := e.do(t, "POST", "/user/logout", map[string]string{"refresh_token": u.Refresh}, "")
+	wantStatus(t, res, http.StatusNoContent)
+	if len(res.Body) != 0 {
+		t.Errorf("%s: a 204 with a body", res)
+	}
+	wantDetail(t, refresh(t, e, u.Refresh), http.StatusUnauthorized, "Could not validate credentials")
+	// Another session (another login) is not logged out.
+	wantStatus(t, refresh(t, e, other), http.StatusOK)
+	// Logging out an unknown token is not an error.
+	wantStatus(t, e.do(t, "POST", "/user/logout", map[string]string{"refresh_token": "no-such-token"}, ""), http.StatusNoContent)
+}
+
+func TestTokensExpire(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now})
+	u := e.signUp(t)
+
+	clk.Advance(15*time.Minute + time.Second)
+	res := e.do(t, "GET", "/user/me", nil, u.Access)
+	wantDetail(t, res, http.StatusUnauthorized, "Could not validate credentials")
+	wantHeader(t, res, "WWW-Authenticate", "Bearer")
+	// The refresh token still works...
+	res = refresh(t, e, u.Refresh)
+	wantStatus(t, res, http.StatusOK)
+	// ...for 14 days.
+	clk.Advance(14*24*time.Hour + time.Second)
+	wantDetail(t, refresh(t, e, str(t, res, "refresh_token")), http.StatusUnauthorized, "Could not validate credentials")
+}
+
+// jwtPart is one base64url part of a hand-made token.
+func jwtPart(t testing.TB, v any) string {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+func TestMe(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+
+	res := e.do(t, "GET", "/user/me", nil, u.Access)
+	wantStatus(t, res, http.StatusOK)
+	want := map[string]any{
+		"id": json.Number(strconv.FormatInt(u.ID, 10)), "email": u.Email, "name": u.Name,
+		"roles": []any{"user"}, "partner_ids": []any{},
+		"created_at": field(t, res, "created_at"), "updated_at": field(t, res, "updated_at"),
+	}
+	if diff := cmp.Diff(want, res.JSON); diff != "" {
+		t.Errorf("GET /user/me (-want +got):\n%s", diff)
+	}
+	timestamp(t, res, "created_at")
+	timestamp(t, res, "updated_at")
+
+	otherKey := make([]byte, 32)
+	if _, err := rand.Read(otherKey); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := auth.NewTokens(otherKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreignToken, _, err := foreign.IssueAccess(u.ID, []string{"user", "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := auth.NewTokens(e.key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghostToken, _, err := own.IssueAccess(1<<40, []string{"user"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unsigned := jwtPart(t, map[string]string{"alg": "none", "typ": "JWT"}) + "." + jwtPart(t, map[string]any{
+		"iss": "lectern", "sub": strconv.FormatInt(u.ID, 10), "aud": []string{"access"},
+		"exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix(),
+	}) + "."
+
+	for _, tc := range []struct {
+		name, authorization, detail string
+	}{
+		{"no header", "", "Not authenticated"},
+		{"a bearer with no token", "Bearer ", "Not authenticated"},
+		{"garbage", "Bearer garbage", "Could not validate credentials"},
+		{"signed with another key", "Bearer " + foreignToken, "Could not validate credentials"},
+		{"a user that does not exist", "Bearer " + ghostToken, "Could not validate credentials"},
+		{"an unsigned token", "Bearer " + unsigned, "Could not validate credentials"},
+		{"an e-mail-verified token", "Bearer " + e.verifiedToken(t, uniqueEmail()), "Could not validate credentials"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var headers []string
+			if tc.authorization != "" {
+				headers = []string{"Authorization", tc.authorization}
+			}
+			res := e.do(t, "GET", "/user/me", nil, "", headers...)
+			wantDetail(t, res, http.StatusUnauthorized, tc.detail)
+			wantHeader(t, res, "WWW-Authenticate", "Bearer")
+		})
+	}
+}

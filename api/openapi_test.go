@@ -1,0 +1,155 @@
+package api_test
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/go-cmp/cmp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// The router and the document list the same operations.
+func TestOpenAPIListsEveryRoute(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+
+	var routed []string
+	err := chi.Walk(e.svc.Handler.Router(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		if !notInDocument(route) {
+			routed = append(routed, method+" "+route)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for path, item := range e.doc.Paths {
+		for method := range item {
+			documented = append(documented, strings.ToUpper(method)+" "+path)
+		}
+	}
+	slices.Sort(routed)
+	slices.Sort(documented)
+	if diff := cmp.Diff(routed, documented); diff != "" {
+		t.Errorf("operations (-router +document):\n%s", diff)
+	}
+	if len(documented) == 0 {
+		t.Error("the document lists no operation")
+	}
+}
+
+func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	res := e.send(t, "GET", "/openapi.json", nil, "")
+	wantStatus(t, res, http.StatusOK)
+	wantHeader(t, res, "Content-Type", "application/json")
+	if e.doc.OpenAPI != "3.1.0" {
+		t.Errorf(`"openapi" is %q, want "3.1.0"`, e.doc.OpenAPI)
+	}
+
+	for path, item := range e.doc.Paths {
+		for method, op := range item {
+			name := strings.ToUpper(method) + " " + path
+			if op.OperationID == "" {
+				t.Errorf("%s has no operationId", name)
+			}
+			has := func(status string) bool { _, ok := op.Responses[status]; return ok }
+			if len(op.Security) > 0 && !has("401") {
+				t.Errorf("%s needs a token but does not document 401", name)
+			}
+			if op.RequestBody != nil && (!has("422") || !has("413")) {
+				t.Errorf("%s takes a body but does not document both 422 and 413", name)
+			}
+			for _, p := range op.Parameters {
+				if p.In == "path" && !strings.Contains(path, "{"+p.Name+"}") {
+					t.Errorf("%s documents path parameter %q that is not in its path", name, p.Name)
+				}
+			}
+			// Every response schema resolves and compiles.
+			for status, r := range op.Responses {
+				for media := range r.Content {
+					if media != "application/json" {
+						t.Errorf("%s %s: media type %q, want application/json", name, status, media)
+						continue
+					}
+					ptr := "#/paths/" + escapePointer(path) + "/" + method + "/responses/" + status + "/content/application~1json/schema"
+					if _, err := e.doc.schema(ptr); err != nil {
+						t.Errorf("%s %s: the schema does not compile: %v", name, status, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The harness's schema check is not vacuous: it rejects bodies that break
+// the document.
+func TestHarnessRejectsWrongBodies(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	for _, tc := range []struct{ schema, body string }{
+		{"#/components/schemas/ErrorDetail", `{"detail": 5}`},
+		{"#/components/schemas/ErrorDetail", `{}`},
+		{"#/components/schemas/Agent", `{"agent_id": 1}`},
+		{"#/components/schemas/Agent", `{"agent_id":1,"owner_id":1,"name":"a","system_prompt":"p","role_description":null,"template_source":null,"is_active":true,"created_at":"yesterday","updated_at":"2026-01-01T00:00:00.000000Z"}`},
+		{"#/paths/~1agents/get/responses/200/content/application~1json/schema", `{"items":[],"total":"1","page":1,"size":50}`},
+	} {
+		s, err := e.doc.schema(tc.schema)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.schema, err)
+		}
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Validate(inst) == nil {
+			t.Errorf("%s accepts %s", tc.schema, tc.body)
+		}
+	}
+}
+
+var assetRef = regexp.MustCompile(`(?i)<(?:script|link|img)\b[^>]*?\b(?:src|href)\s*=\s*["']([^"']+)["']`)
+
+// The docs page works offline: its scripts and styles come from the service.
+func TestDocsPageWorksOffline(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	for _, path := range []string{"/docs", "/docs/"} {
+		res := e.send(t, "GET", path, nil, "")
+		wantStatus(t, res, http.StatusOK)
+		if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
+			t.Errorf("GET %s: Content-Type %q, want text/html", path, ct)
+		}
+		if !bytes.Contains(res.Body, []byte("/openapi.json")) {
+			t.Errorf("GET %s: the page does not load /openapi.json", path)
+		}
+		refs := assetRef.FindAllSubmatch(res.Body, -1)
+		if len(refs) == 0 {
+			t.Fatalf("GET %s: the page loads no script or style: %s", path, res.Body)
+		}
+		for _, m := range refs {
+			ref := string(m[1])
+			u, err := url.Parse(ref)
+			if err != nil {
+				t.Errorf("GET %s: bad asset URL %q", path, ref)
+				continue
+			}
+			if u.Host != "" || u.Scheme != "" {
+				t.Errorf("GET %s: the page loads %s from another host; it must work offline", path, ref)
+				continue
+			}
+			asset := e.send(t, "GET", (&url.URL{Path: "/docs/"}).ResolveReference(u).String(), nil, "")
+			if asset.Status != http.StatusOK || len(asset.Body) == 0 {
+				t.Errorf("GET %s: its asset %s answers %d with %d bytes", path, ref, asset.Status, len(asset.Body))
+			}
+		}
+	}
+}

@@ -1,0 +1,392 @@
+// Command lectern-bench measures Lectern's hot paths, each beside a baseline
+// measured in the same run on the same database (these machines are noisy,
+// so ratios mean more than absolute figures). `make bench` runs it against a
+// throwaway PostgreSQL cluster.
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
+	"lectern/pgtest"
+)
+
+var duration = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
+
+func main() {
+	flag.Parse()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "lectern-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx := context.Background()
+	base := os.Getenv("DATABASE_URL")
+	if base == "" {
+		return errors.New("DATABASE_URL is not set (make bench starts a throwaway cluster)")
+	}
+	pool, dbName, err := pgtest.NewDatabase(ctx, base)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	fmt.Printf("lectern-bench: database %s, %s per throughput figure, GOMAXPROCS-bound client in-process\n\n", dbName, *duration)
+	if _, err := pool.Exec(ctx, `CREATE TABLE bench_raw (stream_id TEXT NOT NULL, version BIGINT NOT NULL, payload JSON, UNIQUE (stream_id, version))`); err != nil {
+		return err
+	}
+
+	fmt.Println("## Append throughput (distinct streams) vs raw single-row INSERT")
+	fmt.Printf("%-8s %14s %14s %8s %8s\n", "writers", "append/s", "raw insert/s", "ratio", "target")
+	raw16 := 0.0
+	for _, writers := range []int{1, 8, 16, 32} {
+		rawRate, err := rawInserts(ctx, pool, writers)
+		if err != nil {
+			return err
+		}
+		appendRate, err := appends(ctx, pool, writers)
+		if err != nil {
+			return err
+		}
+		if writers == 16 {
+			raw16 = rawRate
+			continue // the baseline of the HTTP figure
+		}
+		fmt.Printf("%-8d %14.0f %14.0f %8.2f %8s\n", writers, appendRate, rawRate, appendRate/rawRate, ">= 0.80")
+	}
+
+	// A database of their own: the server's projections must not first wade
+	// through the throughput runs' events.
+	pool2, dbName2, err := pgtest.NewDatabase(ctx, base)
+	if err != nil {
+		return err
+	}
+	defer pool2.Close()
+	fmt.Println("\n## Projection lag: append -> row visible to a query (sequential appends)")
+	if err := projectionLag(ctx, pool2, base, dbName2); err != nil {
+		return err
+	}
+
+	fmt.Println("\n## POST /agents over HTTP, 16 concurrent clients, separate server process")
+	return httpRun(ctx, base, dbName2, raw16)
+}
+
+// measure runs op on workers goroutines for the configured duration and
+// returns operations per second.
+func measure(workers int, op func(worker, i int) error) (float64, error) {
+	var count atomic.Int64
+	var firstErr error
+	var once sync.Once
+	deadline := time.Now().Add(*duration)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				if err := op(w, i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(count.Load()) / time.Since(start).Seconds(), firstErr
+}
+
+var runID = uuid.NewString()[:8]
+
+func payload() []byte {
+	return []byte(`{"agent_id":1,"owner_id":1,"name":"Tutor","system_prompt":"Be kind","is_active":true}`)
+}
+
+func rawInserts(ctx context.Context, pool *pgxpool.Pool, writers int) (float64, error) {
+	tag := fmt.Sprintf("raw%d-%s", writers, runID)
+	return measure(writers, func(w, i int) error {
+		_, err := pool.Exec(ctx, `INSERT INTO bench_raw (stream_id, version, payload) VALUES ($1, $2, $3)`,
+			fmt.Sprintf("%s-%d", tag, w), i+1, string(payload()))
+		return err
+	})
+}
+
+func appends(ctx context.Context, pool *pgxpool.Pool, writers int) (float64, error) {
+	store := postgres.New(pool, nil)
+	tag := fmt.Sprintf("bench%d%s", writers, runID)
+	return measure(writers, func(w, i int) error {
+		_, err := store.Append(ctx, fmt.Sprintf("%s-%d", tag, w), eventstore.Exact(int64(i)), []eventstore.EventData{{
+			ID: uuid.New(), Type: "bench.appended", SchemaVersion: 1, Data: payload(),
+			Metadata: eventstore.Metadata{UserID: 1, RequestID: "bench"},
+		}})
+		return err
+	})
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+func ms(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + " ms" }
+
+// projectionLag runs a server process's projections and measures how long an
+// agent event takes to become visible in the agents table.
+func projectionLag(ctx context.Context, pool *pgxpool.Pool, base, dbName string) error {
+	srv, err := startServer(ctx, base, dbName)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	store := postgres.New(pool, nil)
+	const samples = 400
+	var lags, baseline []time.Duration
+	for i := range samples {
+		id := int64(1_000_000 + i)
+		data, _ := json.Marshal(map[string]any{"agent_id": id, "owner_id": 1, "name": "lag", "system_prompt": "p", "is_active": true})
+		start := time.Now()
+		if _, err := store.Append(ctx, eventstore.StreamName("agent", id), eventstore.NoStream, []eventstore.EventData{{
+			ID: uuid.New(), Type: "agent.created", SchemaVersion: 1, Data: data,
+		}}); err != nil {
+			return err
+		}
+		appended := time.Now()
+		for {
+			var n int
+			if err := pool.QueryRow(ctx, `SELECT count(*) FROM agents WHERE id = $1`, id).Scan(&n); err != nil {
+				return err
+			}
+			if n == 1 {
+				break
+			}
+			if time.Since(appended) > 10*time.Second {
+				return fmt.Errorf("agent %d never projected", id)
+			}
+		}
+		lags = append(lags, time.Since(appended))
+		// Baseline: the same append's cost, i.e. a write's own round trip.
+		baseline = append(baseline, appended.Sub(start))
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	sort.Slice(baseline, func(i, j int) bool { return baseline[i] < baseline[j] })
+	fmt.Printf("%-22s %10s %10s\n", "", "p50", "p99")
+	fmt.Printf("%-22s %10s %10s   (target p50 < 5 ms, p99 < 25 ms)\n", "projection lag", ms(percentile(lags, .5)), ms(percentile(lags, .99)))
+	fmt.Printf("%-22s %10s %10s   (baseline: the append's own latency)\n", "append latency", ms(percentile(baseline, .5)), ms(percentile(baseline, .99)))
+	return nil
+}
+
+type server struct {
+	cmd  *exec.Cmd
+	url  string
+	dir  string
+	logs *bytes.Buffer
+}
+
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = s.cmd.Process.Kill()
+	}
+	_ = os.RemoveAll(s.dir)
+}
+
+// peakRSS is the server's peak resident set (VmHWM), in MiB.
+func (s *server) peakRSS() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, err := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, errors.New("no VmHWM")
+}
+
+var binary string
+
+func build() (string, error) {
+	if binary != "" {
+		return binary, nil
+	}
+	dir, err := os.MkdirTemp("", "lectern-bench-bin")
+	if err != nil {
+		return "", err
+	}
+	binary = filepath.Join(dir, "lectern")
+	out, err := exec.Command("go", "build", "-o", binary, "./cmd/lectern").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build: %v\n%s", err, out)
+	}
+	return binary, nil
+}
+
+// dbURL points DATABASE_URL at the bench's database.
+func dbURL(base, dbName string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme == "" {
+		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL: %v", err)
+	}
+	u.Path = "/" + dbName
+	return u.String(), nil
+}
+
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port, nil
+}
+
+func startServer(ctx context.Context, base, dbName string) (*server, error) {
+	bin, err := build()
+	if err != nil {
+		return nil, err
+	}
+	dsn, err := dbURL(base, dbName)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	dir, _ := os.MkdirTemp("", "lectern-bench")
+	env := append(os.Environ(), "DATABASE_URL="+dsn, "PORT="+port, "LECTERN_JWT_KEY="+hex.EncodeToString(key), "LECTERN_LOG_LEVEL=warn")
+	// An operator account to log in with.
+	create := exec.CommandContext(ctx, bin, "users", "create", "--email", "bench@example.com", "--name", "Bench", "--password", "bench-password")
+	create.Env = env
+	if out, err := create.CombinedOutput(); err != nil && !bytes.Contains(out, []byte("already")) {
+		return nil, fmt.Errorf("users create: %v\n%s", err, out)
+	}
+	logs := &bytes.Buffer{}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	s := &server{cmd: cmd, url: "http://127.0.0.1:" + port, dir: dir, logs: logs}
+	for start := time.Now(); ; {
+		resp, err := http.Get(s.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return s, nil
+		}
+		if time.Since(start) > 20*time.Second {
+			s.stop()
+			return nil, fmt.Errorf("server did not start:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func httpRun(ctx context.Context, base, dbName string, rawRate float64) error {
+	srv, err := startServer(ctx, base, dbName)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	resp, err := client.Post(srv.url+"/user/login", "application/json", strings.NewReader(`{"email":"bench@example.com","password":"bench-password"}`))
+	if err != nil {
+		return err
+	}
+	var tokens struct {
+		AccessToken string `json:"access_token"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&tokens)
+	resp.Body.Close()
+	if err != nil || tokens.AccessToken == "" {
+		return fmt.Errorf("login: %v (status %d)", err, resp.StatusCode)
+	}
+	post := func() (time.Duration, error) {
+		req, _ := http.NewRequest(http.MethodPost, srv.url+"/agents", strings.NewReader(`{"name":"Tutor","system_prompt":"Be kind and precise."}`))
+		req.Header.Set("Authorization", "Bearer "+tokens.AccessToken)
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Projection-Pending") != "" {
+			return 0, fmt.Errorf("POST /agents: %d pending=%q", resp.StatusCode, resp.Header.Get("X-Projection-Pending"))
+		}
+		return time.Since(start), nil
+	}
+	for range 200 { // warm-up
+		if _, err := post(); err != nil {
+			return err
+		}
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	rate, err := measure(16, func(int, int) error {
+		d, err := post()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		lat = append(lat, d)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	rss, err := srv.peakRSS()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-26s %10s   %s\n", "requests", strconv.Itoa(len(lat)), "(each: auth, decide, append, projection applied before the response)")
+	fmt.Printf("%-26s %10s   %s\n", "p50", ms(percentile(lat, .5)), "")
+	fmt.Printf("%-26s %10s   %s\n", "p99", ms(percentile(lat, .99)), "(target < 15 ms)")
+	fmt.Printf("%-26s %10.0f   %s\n", "throughput req/s", rate, "")
+	fmt.Printf("%-26s %10.0f   %s\n", "raw INSERT/s (16 writers)", rawRate, "(baseline, same run)")
+	fmt.Printf("%-26s %10.2f   %s\n", "ratio", rate/rawRate, "(target >= 0.30)")
+	fmt.Printf("%-26s %10.1f   %s\n", "server peak RSS MiB", rss, "(target < 150 MiB)")
+	return nil
+}
