@@ -106,7 +106,7 @@ func (s *Server) openAPI() ([]byte, error) {
 		if op.method == http.MethodGet && op.auth {
 			params = append(params, schema{"name": "X-Min-Position", "in": "header", "required": false,
 				"description": "Wait (up to 2 s) until the read models have applied this X-Event-Position",
-				"schema": schema{"type": "string"}})
+				"schema":      schema{"type": "string"}})
 		}
 		if op.idempotent {
 			params = append(params, schema{"name": "Idempotency-Key", "in": "header", "required": false,

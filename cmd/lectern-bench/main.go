@@ -157,7 +157,9 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[i]
 }
 
-func ms(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + " ms" }
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 2, 64) + " ms"
+}
 
 // projectionLag runs a server process's projections and measures how long an
 // agent event takes to become visible in the agents table.
