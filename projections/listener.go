@@ -47,6 +47,9 @@ func (l *Listener) Wake() <-chan struct{} {
 	return ch
 }
 
+// WakeLocal wakes this process's subscribers (after an append it made).
+func (l *Listener) WakeLocal() { l.wakeAll() }
+
 func (l *Listener) wakeAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -304,7 +304,13 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 // attempts runs each delivery inside a savepoint, so a failed attempt leaves
 // nothing behind, and retries it; an event that keeps failing stops its
 // projection loudly instead of being skipped.
+//
+// A successful event's savepoint is not released on its own: the next event
+// of the same batch releases it and sets its own in one round trip, and the
+// commit releases the last.
 func (r *Runner) attempts(name string, handled map[string]bool, stop func() error) message.HandlerMiddleware {
+	var mu sync.Mutex
+	var open pgx.Tx // the batch transaction holding an unreleased savepoint
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			if !handled[msg.Metadata.Get(postgres.MetaEventType)] {
@@ -315,20 +321,29 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 			if err != nil {
 				return nil, err
 			}
+			mu.Lock()
+			defer mu.Unlock()
+			set := "SAVEPOINT projection_event"
+			if open == tx {
+				set = "RELEASE SAVEPOINT projection_event; SAVEPOINT projection_event"
+			}
+			open = nil
+			if _, err := tx.Exec(ctx, set); err != nil {
+				return nil, err
+			}
+			open = tx
 			for attempt := 1; ; attempt++ {
-				if _, err := tx.Exec(ctx, "SAVEPOINT projection_event"); err != nil {
-					return nil, err
-				}
 				attemptCtx, cancel := context.WithTimeout(ctx, r.AttemptTimeout)
 				msg.SetContext(attemptCtx)
 				out, herr := h(msg)
 				cancel()
 				msg.SetContext(ctx)
 				if herr == nil {
-					_, err := tx.Exec(ctx, "RELEASE SAVEPOINT projection_event")
-					return out, err
+					return out, nil
 				}
+				// The savepoint survives ROLLBACK TO, ready for the next attempt.
 				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT projection_event"); err != nil {
+					open = nil
 					return nil, errors.Join(herr, err)
 				}
 				if ctx.Err() != nil {

@@ -65,6 +65,29 @@ type Service struct {
 	Listener *projections.Listener
 	Runner   *projections.Runner
 	pool     *pgxpool.Pool
+	projPool *pgxpool.Pool
+	store    *postgres.Store
+}
+
+// projectionPool is a pool for the projections whose commits do not wait for
+// the WAL flush: a read model lost in a crash loses its offset with it (one
+// transaction) and is rebuilt from the durable event log, so durability buys
+// nothing there but latency.
+func projectionPool(main *pgxpool.Pool) (*pgxpool.Pool, error) {
+	cfg := main.Config().Copy()
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.MaxConns = 8
+	cfg.MinConns = 0
+	return pgxpool.NewWithConfig(context.Background(), cfg)
+}
+
+// Close releases the service's own connections (not the caller's pool).
+func (s *Service) Close() {
+	s.store.Close()
+	s.projPool.Close()
 }
 
 // Projections returns every read model's projection.
@@ -81,7 +104,8 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	registry := events.NewRegistry()
-	deps := commands.Deps{Store: postgres.New(cfg.Pool, cfg.Now), Registry: registry, DB: cfg.Pool, Now: cfg.Now}
+	store := postgres.New(cfg.Pool, cfg.Now)
+	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now}
 	cmds, err := commands.New(deps)
 	if err != nil {
 		return nil, err
@@ -96,8 +120,13 @@ func New(cfg Config) (*Service, error) {
 	}
 	identity.AddressLimit = cfg.AddressLimit
 	listener := projections.NewListener(cfg.Pool, cfg.Logger)
-	runner := projections.NewRunner(cfg.Pool, listener, registry, cfg.Logger, Projections()...)
-	s := &Service{Identity: identity, Listener: listener, Runner: runner, pool: cfg.Pool}
+	store.OnAppend(listener.WakeLocal)
+	projPool, err := projectionPool(cfg.Pool)
+	if err != nil {
+		return nil, err
+	}
+	runner := projections.NewRunner(projPool, listener, registry, cfg.Logger, Projections()...)
+	s := &Service{Identity: identity, Listener: listener, Runner: runner, pool: cfg.Pool, projPool: projPool, store: store}
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: queries.New(cfg.Pool), Tokens: tokens,
 		Listener: listener, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,

@@ -154,6 +154,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
+			defer svc.Close()
 			if migrate {
 				if err := migrations.Up(ctx, pool); err != nil {
 					return err
@@ -247,6 +248,7 @@ func usersCmd() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
+			defer svc.Close()
 			if err := migrations.Up(cmd.Context(), pool); err != nil {
 				return err
 			}

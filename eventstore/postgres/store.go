@@ -35,7 +35,12 @@ type Store struct {
 	wakeOnce sync.Once
 	stop     chan struct{}
 	stopOnce sync.Once
+	onAppend func()
 }
+
+// OnAppend sets a function called after every committed Append, before the
+// NOTIFY goes out: a process wakes its own subscribers without a round trip.
+func (s *Store) OnAppend(f func()) { s.onAppend = f }
 
 var _ eventstore.Store = (*Store)(nil)
 
@@ -51,9 +56,14 @@ func New(db *pgxpool.Pool, now func() time.Time) *Store {
 func (s *Store) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
 
 // announce tells every listening process that events were committed. One
-// NOTIFY goes out at a time, after the append's own commit, and appends made
-// meanwhile share the next one: the append path never waits for it.
+// NOTIFY goes out at a time, after the append's own commit, at most one per
+// notifyInterval, and appends made meanwhile share the next one: the append
+// path never waits for it, and a burst of appends costs few NOTIFYs (each is
+// a transaction of its own, serialised on the notification queue).
 func (s *Store) announce() {
+	if s.onAppend != nil {
+		s.onAppend()
+	}
 	s.wakeOnce.Do(func() { go s.notifier() })
 	select {
 	case s.wake <- struct{}{}:
@@ -71,8 +81,16 @@ func (s *Store) notifier() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, _ = s.db.Exec(ctx, `SELECT pg_notify('`+EventsChannel+`', '')`)
 		cancel()
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(notifyInterval):
+		}
 	}
 }
+
+// notifyInterval spaces NOTIFYs under load; it bounds the extra wake-up delay.
+const notifyInterval = time.Millisecond
 
 // appendSQL checks the expected version and inserts every event in one
 // statement, so an append costs one round trip. Two writers racing for the
