@@ -26,7 +26,5 @@
 //     required field (FastAPI: always, and json_invalid for a blank body).
 //   - Email checks cover email-validator's syntax rules except IDNA:
 //     internationalized domains are only lower-cased.
-//   - Objects echoed as error input have sorted keys (Go maps), not the
-//     request's order.
 //   - ValueError's ctx holds the text; FastAPI prints the exception as {}.
 package validation

@@ -9,6 +9,11 @@ import (
 
 // ErrorItem is one entry of a FastAPI 422 "detail" list, as produced by
 // pydantic v2 (errors(include_url=False)).
+//
+// An Input that came from a JSON body holds the decoded value: nil, bool,
+// string, json.Number, []any, or, for a JSON object, an unexported type that
+// remembers the client's key order and marshals in that order (Values, by
+// contrast, hands out objects as plain map[string]any).
 type ErrorItem struct {
 	Type  string         // pydantic error type, e.g. "int_parsing"
 	Loc   []any          // "body" / "query" / "path", then field names (string) and list indexes (int)
@@ -18,32 +23,36 @@ type ErrorItem struct {
 }
 
 // MarshalJSON writes the keys in pydantic's order: type, loc, msg, input and,
-// only when present, ctx. Numbers in Input are rendered the way Python's json
-// module would print the value FastAPI decoded (5.0 stays 5.0, 1E2 becomes 100.0).
+// only when present, ctx. Input and ctx are rendered the way Python's json
+// module would print the value FastAPI decoded: 5.0 stays 5.0, 1E2 becomes
+// 100.0, and an object decoded from a request body keeps the client's key
+// order (other maps have sorted keys).
 func (e ErrorItem) MarshalJSON() ([]byte, error) {
 	loc := e.Loc
 	if loc == nil {
 		loc = []any{}
 	}
 	var buf bytes.Buffer
-	buf.WriteByte('{')
-	fields := []struct {
-		key string
-		val any
-	}{{"type", e.Type}, {"loc", loc}, {"msg", e.Msg}, {"input", pythonJSON(e.Input)}}
-	if e.Ctx != nil {
-		fields = append(fields, struct {
-			key string
-			val any
-		}{"ctx", pythonJSON(e.Ctx)})
+	buf.WriteString(`{"type":`)
+	if err := encodeJSON(&buf, e.Type); err != nil {
+		return nil, err
 	}
-	for i, f := range fields {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		fmt.Fprintf(&buf, "%q:", f.key)
-		if err := encodeJSON(&buf, f.val); err != nil {
-			return nil, fmt.Errorf("validation: encoding %s of %s error: %w", f.key, e.Type, err)
+	buf.WriteString(`,"loc":`)
+	if err := encodeJSON(&buf, loc); err != nil {
+		return nil, fmt.Errorf("validation: encoding loc of %s error: %w", e.Type, err)
+	}
+	buf.WriteString(`,"msg":`)
+	if err := encodeJSON(&buf, e.Msg); err != nil {
+		return nil, err
+	}
+	buf.WriteString(`,"input":`)
+	if err := writePythonJSON(&buf, e.Input); err != nil {
+		return nil, fmt.Errorf("validation: encoding input of %s error: %w", e.Type, err)
+	}
+	if e.Ctx != nil {
+		buf.WriteString(`,"ctx":`)
+		if err := writePythonJSON(&buf, e.Ctx); err != nil {
+			return nil, fmt.Errorf("validation: encoding ctx of %s error: %w", e.Type, err)
 		}
 	}
 	buf.WriteByte('}')
@@ -52,13 +61,18 @@ func (e ErrorItem) MarshalJSON() ([]byte, error) {
 
 // encodeJSON appends v without HTML escaping, as Starlette's JSONResponse does.
 func encodeJSON(buf *bytes.Buffer, v any) error {
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := newEncoder(buf).Encode(v); err != nil {
 		return err
 	}
 	buf.Truncate(buf.Len() - 1) // Encode adds a newline
 	return nil
+}
+
+// newEncoder returns an encoder into buf that does not escape HTML.
+func newEncoder(buf *bytes.Buffer) *json.Encoder {
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	return enc
 }
 
 // Errors is the full list of validation errors for one request.

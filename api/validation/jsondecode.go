@@ -11,8 +11,11 @@ import (
 // JSONDecodeError's message and character position verbatim. encoding/json's
 // syntax errors use different wording and byte offsets.
 //
-// Decoded values are nil, bool, string, json.Number, []any and
-// map[string]any; duplicate keys keep the last value, like a Python dict.
+// Decoded values are nil, bool, string, json.Number, []any and *jsonObject,
+// which keeps the keys in document order as a Python dict does: a duplicate
+// key keeps the position of its first occurrence and takes the last value.
+// Values hands callers plain map[string]any (see plainJSON); error inputs
+// keep the order, so echoed objects read as the client sent them.
 // Python's non-standard NaN / Infinity / -Infinity literals are rejected
 // ("Expecting value"): FastAPI could not echo them back either.
 
@@ -97,7 +100,7 @@ func (d *jsonDecoder) hasLiteral(i int, lit string) bool {
 
 // object parses members after the opening brace at i-1.
 func (d *jsonDecoder) object(i int) (any, int, *jsonSyntaxError) {
-	obj := map[string]any{}
+	obj := &jsonObject{vals: map[string]any{}}
 	i = d.skipSpace(i)
 	if i < len(d.data) && d.data[i] == '}' {
 		return obj, i + 1, nil
@@ -118,7 +121,7 @@ func (d *jsonDecoder) object(i int) (any, int, *jsonSyntaxError) {
 		if err != nil {
 			return nil, next, err
 		}
-		obj[key.(string)] = val
+		obj.set(key.(string), val)
 		i = d.skipSpace(next)
 		if i < len(d.data) && d.data[i] == '}' {
 			return obj, i + 1, nil
@@ -131,6 +134,51 @@ func (d *jsonDecoder) object(i int) (any, int, *jsonSyntaxError) {
 			return nil, i, &jsonSyntaxError{"Illegal trailing comma before end of object", comma}
 		}
 	}
+}
+
+// jsonObject is a decoded JSON object that remembers its key order.
+type jsonObject struct {
+	keys []string       // each key once, where it first occurred
+	vals map[string]any // the last value given for each key
+}
+
+// set records a member as a Python dict assignment does: a new key goes
+// last, a repeated key keeps its place and takes the new value.
+func (o *jsonObject) set(key string, val any) {
+	if _, dup := o.vals[key]; !dup {
+		o.keys = append(o.keys, key)
+	}
+	o.vals[key] = val
+}
+
+// get returns a member's value.
+func (o *jsonObject) get(key string) (any, bool) {
+	v, ok := o.vals[key]
+	return v, ok
+}
+
+// plainJSON converts a decoded value into the plain Go values callers see:
+// every *jsonObject, however deeply nested, becomes a new map[string]any.
+// Arrays are copied; the decoded value is never modified.
+func plainJSON(v any) any {
+	switch v := v.(type) {
+	case *jsonObject:
+		if v == nil {
+			return map[string]any(nil)
+		}
+		out := make(map[string]any, len(v.vals))
+		for k, e := range v.vals {
+			out[k] = plainJSON(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = plainJSON(e)
+		}
+		return out
+	}
+	return v
 }
 
 // array parses elements after the opening bracket at i-1.

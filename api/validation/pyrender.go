@@ -1,9 +1,12 @@
 package validation
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -78,10 +81,87 @@ func isFloatLiteral(n json.Number) bool {
 	return strings.ContainsAny(string(n), ".eE")
 }
 
-// pythonJSON rewrites a decoded value so that encoding/json prints it as
-// Python's json.dumps would print what json.loads produced: float literals
-// in repr form, "-0" as 0. Maps and slices are copied, never modified.
-func pythonJSON(v any) any {
+// writePythonJSON appends v as Python's json.dumps (in Starlette's compact
+// form, without HTML escaping) prints what json.loads produced: objects in
+// their decoded key order, other maps with sorted keys, float literals in
+// repr form, "-0" as 0. A nil map or []any prints as {} or [].
+func writePythonJSON(buf *bytes.Buffer, v any) error {
+	return pyJSONWriter{buf, newEncoder(buf)}.value(v)
+}
+
+type pyJSONWriter struct {
+	buf *bytes.Buffer
+	enc *json.Encoder // writes leaves into buf
+}
+
+func (w pyJSONWriter) value(v any) error {
+	switch v := v.(type) {
+	case *jsonObject:
+		if v == nil {
+			w.buf.WriteString("{}")
+			return nil
+		}
+		return w.object(v.keys, v.vals)
+	case map[string]any:
+		return w.object(slices.Sorted(maps.Keys(v)), v)
+	case []any:
+		w.buf.WriteByte('[')
+		for i, e := range v {
+			if i > 0 {
+				w.buf.WriteByte(',')
+			}
+			if err := w.value(e); err != nil {
+				return err
+			}
+		}
+		w.buf.WriteByte(']')
+		return nil
+	}
+	return w.leaf(pythonScalar(v))
+}
+
+func (w pyJSONWriter) object(keys []string, vals map[string]any) error {
+	w.buf.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			w.buf.WriteByte(',')
+		}
+		if err := w.leaf(k); err != nil {
+			return err
+		}
+		w.buf.WriteByte(':')
+		if err := w.value(vals[k]); err != nil {
+			return err
+		}
+	}
+	w.buf.WriteByte('}')
+	return nil
+}
+
+// leaf writes v with encoding/json.
+func (w pyJSONWriter) leaf(v any) error {
+	if err := w.enc.Encode(v); err != nil {
+		return err
+	}
+	w.buf.Truncate(w.buf.Len() - 1) // Encode adds a newline
+	return nil
+}
+
+// MarshalJSON renders a decoded object as writePythonJSON does, so that an
+// error's Input encodes in request order wherever it is marshalled.
+func (o *jsonObject) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	if err := writePythonJSON(&buf, o); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// pythonScalar rewrites a decoded number so that encoding/json prints it as
+// Python's json.dumps would: float literals in repr form, "-0" as 0,
+// non-finite floats as JavaScript's names (in quotes). Other values are
+// returned unchanged.
+func pythonScalar(v any) any {
 	switch v := v.(type) {
 	case json.Number:
 		if !isFloatLiteral(v) {
@@ -105,18 +185,6 @@ func pythonJSON(v any) any {
 			return "-Infinity"
 		}
 		return json.Number(pyFloatRepr(v))
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[k] = pythonJSON(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = pythonJSON(e)
-		}
-		return out
 	}
 	return v
 }

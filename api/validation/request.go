@@ -33,11 +33,11 @@ func DecodeBody(body []byte, s Schema) (Values, Errors) {
 	if decoded == nil {
 		return absentBody(s)
 	}
-	obj, ok := decoded.(map[string]any)
+	obj, ok := decoded.(*jsonObject)
 	if !ok {
 		return Values{}, Errors{newError("model_attributes_type", []any{"body"}, decoded)}
 	}
-	return s.Validate([]any{"body"}, obj)
+	return s.validate([]any{"body"}, obj.get, obj)
 }
 
 func absentBody(s Schema) (Values, Errors) {
@@ -102,5 +102,5 @@ func Path(values map[string]string, fields ...Field) (Values, Errors) {
 // validateParams validates string parameters; unlike body fields, a missing
 // parameter's error has input null.
 func validateParams(where string, in map[string]any, fields []Field) (Values, Errors) {
-	return Schema{Fields: fields}.validate([]any{where}, in, nil)
+	return Schema{Fields: fields}.validate([]any{where}, mapLookup(in), nil)
 }

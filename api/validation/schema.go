@@ -75,17 +75,27 @@ func (s Schema) Validate(loc []any, obj map[string]any) (Values, Errors) {
 	if obj == nil {
 		input = map[string]any{}
 	}
-	return s.validate(loc, obj, input)
+	return s.validate(loc, mapLookup(obj), input)
+}
+
+// lookup returns the input value of a field, and whether it is present.
+type lookup func(name string) (any, bool)
+
+func mapLookup(m map[string]any) lookup {
+	return func(name string) (any, bool) {
+		v, ok := m[name]
+		return v, ok
+	}
 }
 
 // validate checks every field in order; missingInput is the input reported
 // for an absent required field.
-func (s Schema) validate(loc []any, obj map[string]any, missingInput any) (Values, Errors) {
+func (s Schema) validate(loc []any, get lookup, missingInput any) (Values, Errors) {
 	vals := Values{}
 	var errs Errors
 	for i := range s.Fields {
 		f := &s.Fields[i]
-		raw, ok := obj[f.Name]
+		raw, ok := get(f.Name)
 		if !ok {
 			if f.Required {
 				errs = append(errs, missingError(appendLoc(loc, f.Name), missingInput))
@@ -140,9 +150,12 @@ func (f *Field) validate(loc []any, in any) (any, Errors) {
 	case DateTime:
 		v, err = validateDateTime(loc, in)
 	case Object:
-		if obj, ok := in.(map[string]any); ok {
+		switch obj := in.(type) {
+		case *jsonObject:
+			v = plainJSON(obj)
+		case map[string]any:
 			v = obj
-		} else {
+		default:
 			err = errorPtr(newError("dict_type", loc, in))
 		}
 	case List:
@@ -166,7 +179,7 @@ func (f *Field) validateList(loc []any, in any) (any, Errors) {
 	var errs Errors
 	for i, item := range items {
 		if f.Elem == nil {
-			out[i] = item
+			out[i] = plainJSON(item)
 			continue
 		}
 		v, itemErrs := f.Elem.validate(appendLoc(loc, i), item)
