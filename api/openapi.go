@@ -77,6 +77,17 @@ func components() schema {
 	}
 }
 
+// allComponents merges every area's response schemas.
+func allComponents() schema {
+	out := components()
+	for _, area := range []schema{organisationComponents(), classroomComponents()} {
+		for k, v := range area {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 var statusText = map[int]string{
 	400: "Bad request", 401: "Not authenticated", 403: "Not enough permissions", 404: "Not found",
 	409: "Conflict", 413: "Request body too large", 422: "Validation error", 429: "Too many requests",
@@ -153,7 +164,7 @@ func (s *Server) openAPI() ([]byte, error) {
 			"description": "AI practice classrooms: practice chats against language models, agents, classes and enrollments."},
 		"paths": paths,
 		"components": schema{
-			"schemas":         components(),
+			"schemas":         allComponents(),
 			"securitySchemes": schema{"bearer": schema{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
 		},
 	}

@@ -5,6 +5,13 @@ import "net/http"
 // operations is the whole interface: the router and the OpenAPI document are
 // both built from this table, so they cannot drift apart.
 func (s *Server) operations() []operation {
+	ops := s.identityAndAgentOperations()
+	ops = append(ops, s.organisationOperations()...)
+	ops = append(ops, s.classroomOperations()...)
+	return ops
+}
+
+func (s *Server) identityAndAgentOperations() []operation {
 	authErrors := []int{401}
 	return []operation{
 		// Identity (DESIGN §5, §7).

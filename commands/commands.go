@@ -2,8 +2,10 @@ package commands
 
 // Commands are every aggregate write use case, wired once in cmd/.
 type Commands struct {
-	CreateAgent *CreateAgentHandler
-	UpdateAgent *UpdateAgentHandler
+	CreateAgent   *CreateAgentHandler
+	UpdateAgent   *UpdateAgentHandler
+	Organisations *Organisations
+	Classroom     *Classroom
 }
 
 // New builds every handler.
@@ -14,5 +16,7 @@ func New(d Deps) (*Commands, error) {
 	c := &Commands{}
 	c.CreateAgent, _ = NewCreateAgentHandler(d)
 	c.UpdateAgent, _ = NewUpdateAgentHandler(d)
+	c.Organisations = &Organisations{d: d}
+	c.Classroom = &Classroom{d: d}
 	return c, nil
 }

@@ -79,5 +79,7 @@ func NewRegistry() *Registry {
 	register[UserRoleGranted](r)
 	register[AgentCreated](r)
 	register[AgentUpdated](r)
+	registerOrganisations(r)
+	registerClassroom(r)
 	return r
 }

@@ -92,7 +92,9 @@ func (s *Service) Close() {
 
 // Projections returns every read model's projection.
 func Projections() []projections.Projection {
-	return []projections.Projection{projections.Users(), projections.Agents()}
+	ps := []projections.Projection{projections.Users(), projections.Agents()}
+	ps = append(ps, projections.OrganisationProjections()...)
+	return append(ps, projections.ClassroomProjections()...)
 }
 
 // New wires a service.

@@ -1,0 +1,41 @@
+package api
+
+import (
+	"context"
+
+	"lectern/aggregates"
+	"lectern/derrors"
+	"lectern/queries"
+)
+
+var errNotPartner = derrors.New(derrors.ErrForbidden, "Not enough permissions")
+
+// partnerFor authorises a /partner/{partner_id}/... request: the partner's
+// own user (while the partner is active) or an admin. Anyone else gets 403,
+// whether or not the partner exists; an admin asking for a missing partner
+// gets 404.
+func (s *Server) partnerFor(ctx context.Context, caller *Principal, partnerID int64) (queries.Partner, error) {
+	p, err := s.deps.Queries.Partner(ctx, partnerID)
+	admin := caller.HasRole(aggregates.RoleAdmin)
+	switch {
+	case isNotFound(err) && admin:
+		return p, err
+	case isNotFound(err):
+		return p, errNotPartner
+	case err != nil:
+		return p, err
+	case admin:
+		return p, nil
+	case p.UserID == nil || *p.UserID != caller.UserID || !p.IsActive:
+		return p, errNotPartner
+	}
+	return p, nil
+}
+
+// requireAdmin allows admins only.
+func requireAdmin(caller *Principal) error {
+	if caller == nil || !caller.HasRole(aggregates.RoleAdmin) {
+		return errNotPartner
+	}
+	return nil
+}

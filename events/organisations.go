@@ -1,0 +1,5 @@
+package events
+
+// registerOrganisations registers the events of organisations, partners and
+// promotion requests.
+func registerOrganisations(r *Registry) {}
