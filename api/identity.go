@@ -6,6 +6,7 @@ import (
 
 	"lectern/api/validation"
 	"lectern/commands"
+	"lectern/projections"
 )
 
 var (
@@ -127,7 +128,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, in input) error 
 }
 
 func (s *Server) me(w http.ResponseWriter, r *http.Request, in input) error {
-	if err := s.awaitMinPosition(w, r, usersReadModels...); err != nil {
+	if err := s.awaitMinPosition(w, r, projections.UsersProjection, projections.PartnersProjection); err != nil {
 		return err
 	}
 	u, err := s.deps.Queries.UserByID(r.Context(), in.user.UserID)
@@ -137,7 +138,11 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, in input) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, userJSON{ID: u.ID, Email: u.Email, Name: u.Name, Roles: u.Roles, PartnerIDs: []int64{},
+	partnerIDs, err := s.deps.Queries.PartnerIDsOfUser(r.Context(), u.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, userJSON{ID: u.ID, Email: u.Email, Name: u.Name, Roles: u.Roles, PartnerIDs: partnerIDs,
 		CreatedAt: ts(u.CreatedAt), UpdatedAt: ts(u.UpdatedAt)})
 	return nil
 }

@@ -1,4 +1,216 @@
 package commands
 
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"lectern/aggregates"
+	"lectern/derrors"
+	"lectern/eventstore"
+	"lectern/events"
+)
+
+// Uniqueness claim scopes of this area.
+const (
+	orgNameScope     = "org_name"
+	partnerUserScope = "partner_user_org"
+)
+
 // Organisations is the organisations, partners and promotion requests use cases.
 type Organisations struct{ d Deps }
+
+func orgStream(id int64) string       { return eventstore.StreamName(events.CategoryOrganisation, id) }
+func partnerStream(id int64) string   { return eventstore.StreamName(events.CategoryPartner, id) }
+func promotionStream(id int64) string { return eventstore.StreamName(events.CategoryPromotion, id) }
+
+// streamID parses the id out of a claim owner ("partner-7").
+func streamID(stream string) (int64, error) {
+	_, id, _ := strings.Cut(stream, "-")
+	return strconv.ParseInt(id, 10, 64)
+}
+
+func (o *Organisations) claimOwner(ctx context.Context, scope, key string) (string, error) {
+	var owner string
+	err := o.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, scope, key).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return owner, err
+}
+
+// CreateOrganisation creates an organisation; names are unique (ignoring case).
+func (o *Organisations) CreateOrganisation(ctx context.Context, name string, by int64) (aggregates.Organisation, Result, error) {
+	id, err := nextID(ctx, o.d, "org_ids")
+	if err != nil {
+		return aggregates.Organisation{}, Result{}, err
+	}
+	stream, key := orgStream(id), strings.ToLower(strings.TrimSpace(name))
+	ok, err := claim(ctx, o.d, orgNameScope, key, stream)
+	if err != nil {
+		return aggregates.Organisation{}, Result{}, err
+	}
+	if !ok {
+		return aggregates.Organisation{}, Result{}, derrors.New(derrors.ErrConflict, "An organization with this name already exists")
+	}
+	org, res, err := create(ctx, o.d, stream, aggregates.EvolveOrganisation, func(s aggregates.Organisation) ([]events.Event, error) {
+		return aggregates.DecideCreateOrganisation(s, id, name, by)
+	})
+	if err != nil {
+		release(ctx, o.d, orgNameScope, key, stream)
+	}
+	return org, res, err
+}
+
+// Organisation loads an organisation's aggregate.
+func (o *Organisations) Organisation(ctx context.Context, id int64) (aggregates.Organisation, error) {
+	org, _, _, err := load(ctx, o.d, orgStream(id), aggregates.EvolveOrganisation)
+	if err == nil && !org.Exists() {
+		return org, derrors.New(derrors.ErrNotFound, "Organization not found")
+	}
+	return org, err
+}
+
+// CreatePartner creates a partner of an existing organisation. A user is a
+// partner of an organisation at most once; the user is granted the role.
+func (o *Organisations) CreatePartner(ctx context.Context, c aggregates.CreatePartner) (aggregates.Partner, Result, error) {
+	if _, err := o.Organisation(ctx, c.OrgID); err != nil {
+		return aggregates.Partner{}, Result{}, err
+	}
+	if c.UserID != nil {
+		u, _, _, err := load(ctx, o.d, eventstore.StreamName(events.CategoryUser, *c.UserID), aggregates.EvolveUser)
+		if err != nil {
+			return aggregates.Partner{}, Result{}, err
+		}
+		if !u.Exists() {
+			return aggregates.Partner{}, Result{}, derrors.New(derrors.ErrNotFound, "User not found")
+		}
+	}
+	id, err := nextID(ctx, o.d, "partner_ids")
+	if err != nil {
+		return aggregates.Partner{}, Result{}, err
+	}
+	c.PartnerID = id
+	stream := partnerStream(id)
+	var key string
+	if c.UserID != nil {
+		key = strconv.FormatInt(*c.UserID, 10) + ":" + strconv.FormatInt(c.OrgID, 10)
+		ok, err := claim(ctx, o.d, partnerUserScope, key, stream)
+		if err != nil {
+			return aggregates.Partner{}, Result{}, err
+		}
+		if !ok {
+			return aggregates.Partner{}, Result{}, derrors.New(derrors.ErrConflict, "This user is already a partner of this organization")
+		}
+	}
+	p, res, err := create(ctx, o.d, stream, aggregates.EvolvePartner, func(s aggregates.Partner) ([]events.Event, error) {
+		return aggregates.DecideCreatePartner(s, c)
+	})
+	if err != nil {
+		if key != "" {
+			release(ctx, o.d, partnerUserScope, key, stream)
+		}
+		return p, res, err
+	}
+	if c.UserID != nil {
+		// The role follows the partner record; granting it again is a no-op.
+		_, granted, err := execute(ctx, o.d, eventstore.StreamName(events.CategoryUser, *c.UserID), aggregates.EvolveUser,
+			func(u aggregates.User) ([]events.Event, error) { return aggregates.DecideGrantRole(u, c.Role) })
+		if err != nil {
+			return p, res, err
+		}
+		if granted.Appended {
+			res = granted // the later position: waiting for it covers both
+		}
+	}
+	return p, res, nil
+}
+
+// RequestPromotion files a user's request for a role.
+func (o *Organisations) RequestPromotion(ctx context.Context, c aggregates.RequestPromotion) (aggregates.PromotionRequest, Result, error) {
+	id, err := nextID(ctx, o.d, "promotion_ids")
+	if err != nil {
+		return aggregates.PromotionRequest{}, Result{}, err
+	}
+	c.RequestID = id
+	return create(ctx, o.d, promotionStream(id), aggregates.EvolvePromotion, func(r aggregates.PromotionRequest) ([]events.Event, error) {
+		return aggregates.DecideRequestPromotion(r, c)
+	})
+}
+
+// ApprovePromotion approves a pending request: the organisation named in it
+// is found (or created), the requester becomes its partner with the
+// requested role, and the request records both.
+func (o *Organisations) ApprovePromotion(ctx context.Context, requestID, by int64) (aggregates.PromotionRequest, Result, error) {
+	req, _, _, err := load(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion)
+	if err != nil {
+		return req, Result{}, err
+	}
+	if _, err := aggregates.DecideApprovePromotion(req, by, 0, 0); err != nil {
+		return req, Result{}, err
+	}
+	orgID, err := o.organisationNamed(ctx, req.OrgName, by)
+	if err != nil {
+		return req, Result{}, err
+	}
+	partnerID, err := o.partnerFor(ctx, req, orgID)
+	if err != nil {
+		return req, Result{}, err
+	}
+	return execute(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion, func(r aggregates.PromotionRequest) ([]events.Event, error) {
+		return aggregates.DecideApprovePromotion(r, by, orgID, partnerID)
+	})
+}
+
+func (o *Organisations) organisationNamed(ctx context.Context, name string, by int64) (int64, error) {
+	for range 3 {
+		owner, err := o.claimOwner(ctx, orgNameScope, strings.ToLower(strings.TrimSpace(name)))
+		if err != nil {
+			return 0, err
+		}
+		if owner != "" {
+			return streamID(owner)
+		}
+		org, _, err := o.CreateOrganisation(ctx, name, by)
+		if err == nil {
+			return org.ID, nil
+		}
+		if !errors.Is(err, derrors.ErrConflict) {
+			return 0, err
+		}
+		// Created concurrently: look again.
+	}
+	return 0, derrors.New(derrors.ErrConflict, "The organization changed concurrently; try again")
+}
+
+// partnerFor returns the requester's partner record in the organisation,
+// creating it when there is none.
+func (o *Organisations) partnerFor(ctx context.Context, req aggregates.PromotionRequest, orgID int64) (int64, error) {
+	key := strconv.FormatInt(req.UserID, 10) + ":" + strconv.FormatInt(orgID, 10)
+	if owner, err := o.claimOwner(ctx, partnerUserScope, key); err != nil || owner != "" {
+		if err != nil {
+			return 0, err
+		}
+		return streamID(owner)
+	}
+	userID := req.UserID
+	p, _, err := o.CreatePartner(ctx, aggregates.CreatePartner{OrgID: orgID, UserID: &userID, FullName: req.Name,
+		Email: req.Email, Role: req.TargetRole, IsActive: true})
+	if errors.Is(err, derrors.ErrConflict) {
+		owner, cerr := o.claimOwner(ctx, partnerUserScope, key)
+		if cerr == nil && owner != "" {
+			return streamID(owner)
+		}
+	}
+	return p.ID, err
+}
+
+// RejectPromotion rejects a pending request.
+func (o *Organisations) RejectPromotion(ctx context.Context, requestID, by int64, reason *string) (aggregates.PromotionRequest, Result, error) {
+	return execute(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion, func(r aggregates.PromotionRequest) ([]events.Event, error) {
+		return aggregates.DecideRejectPromotion(r, by, reason)
+	})
+}

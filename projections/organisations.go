@@ -1,4 +1,66 @@
 package projections
 
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"lectern/aggregates"
+	"lectern/events"
+)
+
+// Projection names of this area: persisted consumer groups.
+const (
+	OrganisationsProjection = "organizations"
+	PartnersProjection      = "partners"
+	PromotionsProjection    = "promotion_requests"
+)
+
 // OrganisationProjections project organisations, partners and promotion requests.
-func OrganisationProjections() []Projection { return nil }
+func OrganisationProjections() []Projection {
+	return []Projection{
+		{Name: OrganisationsProjection, Handlers: []GroupHandler{
+			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.OrganisationCreated) error {
+				_, err := tx.Exec(ctx, `
+					INSERT INTO organizations (id, name, created_by, created_at, updated_at, version)
+					VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (id) DO NOTHING`,
+					e.OrgID, e.Name, e.CreatedBy, m.RecordedAt, m.Version)
+				return err
+			}),
+		}},
+		{Name: PartnersProjection, Handlers: []GroupHandler{
+			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.PartnerCreated) error {
+				_, err := tx.Exec(ctx, `
+					INSERT INTO partners (id, org_id, user_id, full_name, email, phone, role, is_active, created_at, updated_at, version)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10) ON CONFLICT (id) DO NOTHING`,
+					e.PartnerID, e.OrgID, e.UserID, e.FullName, e.Email, e.Phone, e.Role, e.IsActive, m.RecordedAt, m.Version)
+				return err
+			}),
+		}},
+		{Name: PromotionsProjection, Handlers: []GroupHandler{
+			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.PromotionRequested) error {
+				_, err := tx.Exec(ctx, `
+					INSERT INTO promotion_requests (id, user_id, name, email, org_name, target_role, edu_category, status, requested_at, updated_at, version)
+					VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10) ON CONFLICT (id) DO NOTHING`,
+					e.RequestID, e.UserID, e.Name, e.Email, e.OrgName, e.TargetRole, e.EduCategory, aggregates.PromotionPending, m.RecordedAt, m.Version)
+				return err
+			}),
+			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.PromotionApproved) error {
+				_, err := tx.Exec(ctx, `
+					UPDATE promotion_requests SET status = $2, reviewed_by = $3, reviewed_at = $4, org_id = $5, partner_id = $6,
+						updated_at = $4, version = $7
+					WHERE id = $1 AND version < $7`,
+					e.RequestID, aggregates.PromotionApproved, e.ReviewedBy, m.RecordedAt, e.OrgID, e.PartnerID, m.Version)
+				return err
+			}),
+			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.PromotionRejected) error {
+				_, err := tx.Exec(ctx, `
+					UPDATE promotion_requests SET status = $2, reviewed_by = $3, reviewed_at = $4, reason = $5,
+						updated_at = $4, version = $6
+					WHERE id = $1 AND version < $6`,
+					e.RequestID, aggregates.PromotionRejected, e.ReviewedBy, m.RecordedAt, e.Reason, m.Version)
+				return err
+			}),
+		}},
+	}
+}

@@ -48,3 +48,76 @@ func (q *DB) PartnerIDsOfUser(ctx context.Context, userID int64) ([]int64, error
 	}
 	return ids, err
 }
+
+// Organisation is the organizations read model row.
+type Organisation struct {
+	ID        int64
+	Name      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Organisations lists organisations by id.
+func (q *DB) Organisations(ctx context.Context, p Page) (List[Organisation], error) {
+	out := List[Organisation]{Items: []Organisation{}, Page: p}
+	if err := q.pool.QueryRow(ctx, `SELECT count(*) FROM organizations`).Scan(&out.Total); err != nil {
+		return out, err
+	}
+	rows, err := q.pool.Query(ctx, `SELECT id, name, created_at, updated_at FROM organizations ORDER BY id LIMIT $1 OFFSET $2`, p.Size, p.Offset())
+	if err != nil {
+		return out, err
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Organisation, error) {
+		var o Organisation
+		err := r.Scan(&o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt)
+		return o, err
+	})
+	if err != nil {
+		return out, err
+	}
+	out.Items = append(out.Items, items...)
+	return out, nil
+}
+
+// PromotionRequest is the promotion_requests read model row.
+type PromotionRequest struct {
+	ID          int64
+	UserID      int64
+	Name        string
+	Email       string
+	OrgName     string
+	TargetRole  string
+	EduCategory *string
+	Status      string
+	Reason      *string
+	ReviewedBy  *int64
+	ReviewedAt  *time.Time
+	OrgID       *int64
+	PartnerID   *int64
+	RequestedAt time.Time
+}
+
+// PromotionRequests lists requests, optionally of one status, oldest first.
+func (q *DB) PromotionRequests(ctx context.Context, status string, p Page) (List[PromotionRequest], error) {
+	out := List[PromotionRequest]{Items: []PromotionRequest{}, Page: p}
+	if err := q.pool.QueryRow(ctx, `SELECT count(*) FROM promotion_requests WHERE $1 = '' OR status = $1`, status).Scan(&out.Total); err != nil {
+		return out, err
+	}
+	rows, err := q.pool.Query(ctx, `
+		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at
+		FROM promotion_requests WHERE $1 = '' OR status = $1 ORDER BY id LIMIT $2 OFFSET $3`, status, p.Size, p.Offset())
+	if err != nil {
+		return out, err
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PromotionRequest, error) {
+		var x PromotionRequest
+		err := r.Scan(&x.ID, &x.UserID, &x.Name, &x.Email, &x.OrgName, &x.TargetRole, &x.EduCategory, &x.Status, &x.Reason,
+			&x.ReviewedBy, &x.ReviewedAt, &x.OrgID, &x.PartnerID, &x.RequestedAt)
+		return x, err
+	})
+	if err != nil {
+		return out, err
+	}
+	out.Items = append(out.Items, items...)
+	return out, nil
+}

@@ -1,0 +1,235 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"lectern/auth"
+)
+
+// asAdmin signs a user up and gives it an access token carrying the admin
+// role (roles travel in the token; an admin is otherwise made by
+// LECTERN_ADMIN_EMAILS or `lectern users create --admin`).
+func asAdmin(t testing.TB, e *env) user {
+	t.Helper()
+	u := e.signUp(t)
+	tokens, err := auth.NewTokens(e.key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Access, _, err = tokens.IssueAccess(u.ID, []string{"user", "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func createOrg(t testing.TB, e *env, admin user) int64 {
+	t.Helper()
+	res := e.do(t, "POST", "/admin/organizations", map[string]any{"name": "Org " + uniqueEmail()}, admin.Access)
+	wantStatus(t, res, http.StatusCreated)
+	return num(t, res, "id")
+}
+
+func TestOrganizations(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	plain := e.signUp(t)
+	name := "Riverside " + uniqueEmail()
+
+	res := e.do(t, "POST", "/admin/organizations", map[string]any{"name": name}, admin.Access)
+	wantStatus(t, res, http.StatusCreated)
+	if got := str(t, res, "name"); got != name {
+		t.Errorf("name %q, want %q", got, name)
+	}
+	id := num(t, res, "id")
+
+	wantDetail(t, e.do(t, "POST", "/admin/organizations", map[string]any{"name": strings.ToUpper(name)}, admin.Access),
+		http.StatusConflict, "An organization with this name already exists")
+	wantDetail(t, e.do(t, "POST", "/admin/organizations", map[string]any{"name": "x"}, plain.Access), http.StatusForbidden, "Not enough permissions")
+	wantDetail(t, e.do(t, "POST", "/admin/organizations", map[string]any{"name": "x"}, ""), http.StatusUnauthorized, "Not authenticated")
+	wantBody(t, e.do(t, "POST", "/admin/organizations", map[string]any{"name": ""}, admin.Access), http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"string_too_short","loc":["body","name"],"msg":"String should have at least 1 character","input":"","ctx":{"min_length":1}}]}`)
+
+	list := e.do(t, "GET", "/admin/organizations?size=200", nil, admin.Access)
+	wantStatus(t, list, http.StatusOK)
+	if !strings.Contains(string(list.Body), fmt.Sprintf(`"id":%d,`, id)) {
+		t.Errorf("organization %d missing from %s", id, list.Body)
+	}
+	wantStatus(t, e.do(t, "GET", "/admin/organizations", nil, plain.Access), http.StatusForbidden)
+}
+
+func TestCreatePartner(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	org := createOrg(t, e, admin)
+	person := e.signUp(t)
+	body := func(overrides map[string]any) map[string]any {
+		b := map[string]any{"org_id": org, "full_name": "Grace Hopper", "email": "grace@example.com", "user_id": person.ID}
+		for k, v := range overrides {
+			b[k] = v
+		}
+		return b
+	}
+	path := fmt.Sprintf("/partner/partners?org_id=%d", org)
+
+	res := e.do(t, "POST", path, body(nil), admin.Access)
+	wantStatus(t, res, http.StatusCreated)
+	got := res.JSON.(map[string]any)
+	for k, want := range map[string]any{"org_id": json.Number(fmt.Sprint(org)), "full_name": "Grace Hopper", "email": "grace@example.com",
+		"phone": nil, "role": "partner", "is_active": true, "user_id": json.Number(fmt.Sprint(person.ID)), "last_login_at": nil} {
+		if diff := cmp.Diff(want, got[k]); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", k, diff)
+		}
+	}
+	partnerID := num(t, res, "id")
+
+	// The user now holds the role and the partner record.
+	me := e.do(t, "GET", "/user/me", nil, person.Access)
+	wantStatus(t, me, http.StatusOK)
+	if diff := cmp.Diff([]any{"user", "partner"}, field(t, me, "roles")); diff != "" {
+		t.Errorf("roles (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]any{json.Number(fmt.Sprint(partnerID))}, field(t, me, "partner_ids")); diff != "" {
+		t.Errorf("partner_ids (-want +got):\n%s", diff)
+	}
+
+	wantDetail(t, e.do(t, "POST", path, body(nil), admin.Access), http.StatusConflict, "This user is already a partner of this organization")
+	wantBody(t, e.do(t, "POST", path, body(map[string]any{"org_id": org + 1000}), admin.Access), http.StatusUnprocessableEntity,
+		fmt.Sprintf(`{"detail":[{"type":"value_error","loc":["body","org_id"],"msg":"Value error, org_id must equal the org_id query parameter","input":%d,"ctx":{"error":"org_id must equal the org_id query parameter"}}]}`, org+1000))
+	wantBody(t, e.do(t, "POST", "/partner/partners", body(nil), admin.Access), http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"missing","loc":["query","org_id"],"msg":"Field required","input":null}]}`)
+	wantBody(t, e.do(t, "POST", path, body(map[string]any{"role": "dean", "user_id": nil}), admin.Access), http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"enum","loc":["body","role"],"msg":"Input should be 'partner' or 'assistant'","input":"dean","ctx":{"expected":"'partner' or 'assistant'"}}]}`)
+	missingOrg := int64(1 << 40)
+	wantDetail(t, e.do(t, "POST", fmt.Sprintf("/partner/partners?org_id=%d", missingOrg), body(map[string]any{"org_id": missingOrg}), admin.Access),
+		http.StatusNotFound, "Organization not found")
+	wantDetail(t, e.do(t, "POST", path, body(map[string]any{"user_id": 1 << 40}), admin.Access), http.StatusNotFound, "User not found")
+	wantDetail(t, e.do(t, "POST", path, body(nil), person.Access), http.StatusForbidden, "Not enough permissions")
+	wantStatus(t, e.do(t, "POST", path, body(nil), ""), http.StatusUnauthorized)
+
+	// A partner without an account, and an assistant.
+	res = e.do(t, "POST", path, body(map[string]any{"user_id": nil, "role": "assistant", "phone": "+1 555 0100", "is_active": false}), admin.Access)
+	wantStatus(t, res, http.StatusCreated)
+	if str(t, res, "role") != "assistant" || field(t, res, "user_id") != nil || field(t, res, "is_active") != false {
+		t.Errorf("assistant partner: %s", res.Body)
+	}
+}
+
+// Concurrent creations of the same user's partner record in one organisation
+// produce exactly one.
+func TestCreatePartnerRace(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	org := createOrg(t, e, admin)
+	person := e.signUp(t)
+	const n = 8
+	statuses := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res := e.do(t, "POST", fmt.Sprintf("/partner/partners?org_id=%d", org),
+				map[string]any{"org_id": org, "full_name": "Twin", "email": "twin@example.com", "user_id": person.ID}, admin.Access)
+			statuses[i] = res.Status
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusCreated:
+			created++
+		case http.StatusConflict:
+		default:
+			t.Errorf("status %d, want 201 or 409", s)
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d partners created, want exactly 1 (statuses %v)", created, statuses)
+	}
+}
+
+func TestPromotionRequests(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	applicant := e.signUp(t)
+	orgName := "Academy " + uniqueEmail()
+
+	res := e.do(t, "POST", "/user/partner-promotion-requests",
+		map[string]any{"name": "Ada", "email": applicant.Email, "org_name": orgName}, applicant.Access)
+	wantStatus(t, res, http.StatusCreated)
+	for k, want := range map[string]any{"status": "pending", "target_role": "partner", "edu_category": nil, "org_name": orgName} {
+		if diff := cmp.Diff(want, field(t, res, k)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", k, diff)
+		}
+	}
+	requestID := num(t, res, "request_id")
+
+	wantBody(t, e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "Ada", "email": "not-an-email", "org_name": "X", "target_role": "king"}, applicant.Access),
+		http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"value_error","loc":["body","email"],"msg":"value is not a valid email address: An email address must have an @-sign.","input":"not-an-email","ctx":{"reason":"An email address must have an @-sign."}},{"type":"enum","loc":["body","target_role"],"msg":"Input should be 'partner' or 'assistant'","input":"king","ctx":{"expected":"'partner' or 'assistant'"}}]}`)
+	wantStatus(t, e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "Ada", "email": applicant.Email, "org_name": orgName}, ""), http.StatusUnauthorized)
+
+	pending := e.do(t, "GET", "/admin/partner-promotion-requests?status=pending&size=200", nil, admin.Access)
+	wantStatus(t, pending, http.StatusOK)
+	if !strings.Contains(string(pending.Body), fmt.Sprintf(`"request_id":%d,`, requestID)) {
+		t.Errorf("request %d not listed as pending: %s", requestID, pending.Body)
+	}
+	wantStatus(t, e.do(t, "GET", "/admin/partner-promotion-requests", nil, applicant.Access), http.StatusForbidden)
+	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), nil, applicant.Access), http.StatusForbidden)
+
+	approved := e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), nil, admin.Access)
+	wantStatus(t, approved, http.StatusOK)
+	if str(t, approved, "status") != "approved" || field(t, approved, "partner_id") == nil || field(t, approved, "org_id") == nil {
+		t.Fatalf("approval: %s", approved.Body)
+	}
+	partnerID, orgID := num(t, approved, "partner_id"), num(t, approved, "org_id")
+	me := e.do(t, "GET", "/user/me", nil, applicant.Access)
+	if diff := cmp.Diff([]any{json.Number(fmt.Sprint(partnerID))}, field(t, me, "partner_ids")); diff != "" {
+		t.Errorf("partner_ids after approval (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]any{"user", "partner"}, field(t, me, "roles")); diff != "" {
+		t.Errorf("roles after approval (-want +got):\n%s", diff)
+	}
+	wantDetail(t, e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), nil, admin.Access),
+		http.StatusConflict, "Promotion request is already approved")
+	wantDetail(t, e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/reject", requestID), map[string]any{}, admin.Access),
+		http.StatusConflict, "Promotion request is already approved")
+
+	// A second applicant naming the same organisation (in other letters)
+	// joins it rather than creating another.
+	other := e.signUp(t)
+	res = e.do(t, "POST", "/user/partner-promotion-requests",
+		map[string]any{"name": "Bo", "email": other.Email, "org_name": strings.ToUpper(orgName), "target_role": "assistant"}, other.Access)
+	second := num(t, res, "request_id")
+	approved = e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", second), nil, admin.Access)
+	wantStatus(t, approved, http.StatusOK)
+	if got := num(t, approved, "org_id"); got != orgID {
+		t.Errorf("second approval joined organization %d, want %d", got, orgID)
+	}
+
+	// Rejection records why.
+	third := e.signUp(t)
+	res = e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "Cy", "email": third.Email, "org_name": "Elsewhere"}, third.Access)
+	thirdID := num(t, res, "request_id")
+	rejected := e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/reject", thirdID), map[string]any{"reason": "No such school"}, admin.Access)
+	wantStatus(t, rejected, http.StatusOK)
+	if str(t, rejected, "status") != "rejected" || str(t, rejected, "reason") != "No such school" {
+		t.Errorf("rejection: %s", rejected.Body)
+	}
+	wantDetail(t, e.do(t, "POST", "/admin/partner-promotion-requests/999999999/approve", nil, admin.Access), http.StatusNotFound, "Promotion request not found")
+	wantBody(t, e.do(t, "POST", "/admin/partner-promotion-requests/abc/approve", nil, admin.Access), http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"int_parsing","loc":["path","request_id"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"abc"}]}`)
+}
