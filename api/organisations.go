@@ -274,4 +274,3 @@ func (s *Server) rejectPromotion(w http.ResponseWriter, r *http.Request, in inpu
 	writeJSON(w, http.StatusOK, promotionFromState(req))
 	return nil
 }
-

@@ -10,8 +10,8 @@ import (
 
 	"lectern/aggregates"
 	"lectern/derrors"
-	"lectern/eventstore"
 	"lectern/events"
+	"lectern/eventstore"
 )
 
 // Uniqueness claim scopes of this area.
