@@ -8,6 +8,7 @@ func (s *Server) operations() []operation {
 	ops := s.identityAndAgentOperations()
 	ops = append(ops, s.organisationOperations()...)
 	ops = append(ops, s.classroomOperations()...)
+	ops = append(ops, s.practiceOperations()...)
 	return ops
 }
 

@@ -6,6 +6,7 @@ type Commands struct {
 	UpdateAgent   *UpdateAgentHandler
 	Organisations *Organisations
 	Classroom     *Classroom
+	Practice      *Practice
 }
 
 // New builds every handler.
@@ -18,5 +19,6 @@ func New(d Deps) (*Commands, error) {
 	c.UpdateAgent, _ = NewUpdateAgentHandler(d)
 	c.Organisations = &Organisations{d: d}
 	c.Classroom = &Classroom{d: d}
+	c.Practice = &Practice{d: d}
 	return c, nil
 }

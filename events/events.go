@@ -81,5 +81,6 @@ func NewRegistry() *Registry {
 	register[AgentUpdated](r)
 	registerOrganisations(r)
 	registerClassroom(r)
+	registerPractice(r)
 	return r
 }

@@ -94,7 +94,8 @@ func (s *Service) Close() {
 func Projections() []projections.Projection {
 	ps := []projections.Projection{projections.Users(), projections.Agents()}
 	ps = append(ps, projections.OrganisationProjections()...)
-	return append(ps, projections.ClassroomProjections()...)
+	ps = append(ps, projections.ClassroomProjections()...)
+	return append(ps, projections.PracticeProjections()...)
 }
 
 // New wires a service.

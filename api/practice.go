@@ -1,0 +1,7 @@
+package api
+
+// practiceOperations are few-shot examples and practice sessions.
+func (s *Server) practiceOperations() []operation { return nil }
+
+// practiceComponents are their response schemas.
+func practiceComponents() schema { return schema{} }

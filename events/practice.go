@@ -1,0 +1,4 @@
+package events
+
+// registerPractice registers the events of few-shot examples and practice sessions.
+func registerPractice(r *Registry) {}
