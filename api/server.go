@@ -189,8 +189,11 @@ func (s *Server) serve(op operation) http.Handler {
 			return
 		}
 		if in.user != nil {
+			// The request caused the events; a caller's X-Correlation-ID ties
+			// them to a wider conversation.
 			r = r.WithContext(commands.WithMetadata(r.Context(), eventstore.Metadata{
 				UserID: in.user.UserID, RequestID: requestID(r.Context()), CorrelationID: correlationID(r),
+				CausationID: "request:" + requestID(r.Context()),
 			}))
 		}
 		handle := func(w http.ResponseWriter) error { return op.handle(w, r, in) }
