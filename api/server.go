@@ -188,14 +188,14 @@ func (s *Server) serve(op operation) http.Handler {
 			writeError(w, r, s.deps.Logger, errs)
 			return
 		}
+		// The request caused the events; a caller's X-Correlation-ID ties them
+		// to a wider conversation.
+		meta := eventstore.Metadata{RequestID: requestID(r.Context()), CorrelationID: correlationID(r),
+			CausationID: "request:" + requestID(r.Context())}
 		if in.user != nil {
-			// The request caused the events; a caller's X-Correlation-ID ties
-			// them to a wider conversation.
-			r = r.WithContext(commands.WithMetadata(r.Context(), eventstore.Metadata{
-				UserID: in.user.UserID, RequestID: requestID(r.Context()), CorrelationID: correlationID(r),
-				CausationID: "request:" + requestID(r.Context()),
-			}))
+			meta.UserID = in.user.UserID
 		}
+		r = r.WithContext(commands.WithMetadata(r.Context(), meta))
 		handle := func(w http.ResponseWriter) error { return op.handle(w, r, in) }
 		if op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
 			if err := s.idempotently(w, r, in.user.UserID, body, handle); err != nil {
