@@ -9,11 +9,16 @@ import (
 	"lectern/events"
 )
 
-// Projection names of this area: persisted consumer groups.
+// OrganisationsProjection maintains the organizations, partners and
+// promotion_requests tables: one consumer group for the area, since every
+// group reads every event and pays a transaction per batch.
+const OrganisationsProjection = "organisations"
+
+// The tables' names for the same projection, so callers say which read
+// model they need.
 const (
-	OrganisationsProjection = "organizations"
-	PartnersProjection      = "partners"
-	PromotionsProjection    = "promotion_requests"
+	PartnersProjection   = OrganisationsProjection
+	PromotionsProjection = OrganisationsProjection
 )
 
 // OrganisationProjections project organisations, partners and promotion requests.
@@ -27,8 +32,6 @@ func OrganisationProjections() []Projection {
 					e.OrgID, e.Name, e.CreatedBy, m.RecordedAt, m.Version)
 				return err
 			}),
-		}},
-		{Name: PartnersProjection, Handlers: []GroupHandler{
 			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.PartnerCreated) error {
 				_, err := tx.Exec(ctx, `
 					INSERT INTO partners (id, org_id, user_id, full_name, email, phone, role, is_active, created_at, updated_at, version)
@@ -36,8 +39,6 @@ func OrganisationProjections() []Projection {
 					e.PartnerID, e.OrgID, e.UserID, e.FullName, e.Email, e.Phone, e.Role, e.IsActive, m.RecordedAt, m.Version)
 				return err
 			}),
-		}},
-		{Name: PromotionsProjection, Handlers: []GroupHandler{
 			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.PromotionRequested) error {
 				_, err := tx.Exec(ctx, `
 					INSERT INTO promotion_requests (id, user_id, name, email, org_name, target_role, edu_category, status, requested_at, updated_at, version)
