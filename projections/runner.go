@@ -119,20 +119,18 @@ func (marshaler) NameFromMessage(msg *message.Message) string {
 // wakeBackoff waits for the next committed append instead of sleeping the
 // subscriber's whole poll interval. A wake-up can arrive while another
 // transaction still holds the pg_snapshot_xmin horizon below the new events,
-// so after one it polls briefly at short intervals before waiting again; the
-// fallback poll covers appends that announce nothing.
+// so after one it polls again a few times at doubling intervals (1, 2, 4, 8,
+// 16, 32 ms) before waiting again; the fallback poll covers appends that
+// announce nothing.
 type wakeBackoff struct {
 	wake     <-chan struct{}
 	closing  <-chan struct{}
 	fallback time.Duration
 	retry    time.Duration
-	hotUntil *time.Time
+	next     *time.Duration // the next quick re-poll; 0 when none is due
 }
 
-const (
-	hotPolling = 50 * time.Millisecond
-	hotPoll    = 2 * time.Millisecond
-)
+const lastQuickPoll = 32 * time.Millisecond
 
 func (b wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
 	if err != nil {
@@ -142,15 +140,25 @@ func (b wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err
 	if !noMsg {
 		return 0
 	}
-	if time.Now().Before(*b.hotUntil) {
-		return hotPoll
+	// Every wait happens here, where a wake-up can cut it short.
+	quick := *b.next
+	wait := b.fallback
+	if quick > 0 {
+		wait = quick
 	}
-	t := time.NewTimer(b.fallback)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-b.wake:
-		*b.hotUntil = time.Now().Add(hotPolling)
+		*b.next = time.Millisecond
 	case <-t.C:
+		switch {
+		case quick == 0:
+		case quick >= lastQuickPoll:
+			*b.next = 0
+		default:
+			*b.next = quick * 2
+		}
 	case <-b.closing:
 	}
 	return 0
@@ -281,7 +289,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 				OffsetsAdapter: postgres.NewOffsets(),
 				AckDeadline:    &noDeadline,
 				ResendInterval: 50 * time.Millisecond,
-				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second, hotUntil: new(time.Time)},
+				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second, next: new(time.Duration)},
 			}, wlog)
 			if err != nil {
 				return nil, err
