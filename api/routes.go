@@ -9,6 +9,7 @@ func (s *Server) operations() []operation {
 	ops = append(ops, s.organisationOperations()...)
 	ops = append(ops, s.classroomOperations()...)
 	ops = append(ops, s.practiceOperations()...)
+	ops = append(ops, s.sessionOperations()...)
 	return ops
 }
 

@@ -7,6 +7,7 @@ type Commands struct {
 	Organisations *Organisations
 	Classroom     *Classroom
 	Practice      *Practice
+	Sessions      *Sessions
 }
 
 // New builds every handler.

@@ -82,5 +82,6 @@ func NewRegistry() *Registry {
 	registerOrganisations(r)
 	registerClassroom(r)
 	registerPractice(r)
+	registerSessions(r)
 	return r
 }

@@ -95,7 +95,8 @@ func Projections() []projections.Projection {
 	ps := []projections.Projection{projections.Users(), projections.Agents()}
 	ps = append(ps, projections.OrganisationProjections()...)
 	ps = append(ps, projections.ClassroomProjections()...)
-	return append(ps, projections.PracticeProjections()...)
+	ps = append(ps, projections.PracticeProjections()...)
+	return append(ps, projections.SessionProjections()...)
 }
 
 // New wires a service.

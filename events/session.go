@@ -1,0 +1,4 @@
+package events
+
+// registerSessions registers the events of practice sessions.
+func registerSessions(r *Registry) {}

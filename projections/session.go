@@ -1,0 +1,4 @@
+package projections
+
+// SessionProjections project practice sessions.
+func SessionProjections() []Projection { return nil }
