@@ -10,6 +10,7 @@ func (s *Server) operations() []operation {
 	ops = append(ops, s.classroomOperations()...)
 	ops = append(ops, s.practiceOperations()...)
 	ops = append(ops, s.sessionOperations()...)
+	ops = append(ops, s.modelOperations()...)
 	return ops
 }
 

@@ -20,6 +20,7 @@ import (
 	"lectern/commands"
 	"lectern/derrors"
 	"lectern/eventstore"
+	"lectern/llm"
 	"lectern/projections"
 	"lectern/queries"
 )
@@ -31,6 +32,7 @@ type Deps struct {
 	Queries  *queries.DB
 	Tokens   *auth.Tokens
 	Listener *projections.Listener
+	Models   *llm.Catalogue
 	DB       *pgxpool.Pool
 	Logger   *slog.Logger
 	// ConsistencyWait bounds how long a write waits for its read models.
@@ -45,6 +47,7 @@ func (d Deps) Validate() error {
 	for name, missing := range map[string]bool{
 		"commands": d.Commands == nil, "identity": d.Identity == nil, "queries": d.Queries == nil,
 		"tokens": d.Tokens == nil, "listener": d.Listener == nil, "db": d.DB == nil, "logger": d.Logger == nil,
+		"models": d.Models == nil,
 	} {
 		if missing {
 			err = errors.Join(err, errors.New("api: missing "+name))

@@ -19,6 +19,7 @@ import (
 	"lectern/commands"
 	"lectern/events"
 	"lectern/eventstore/postgres"
+	"lectern/llm"
 	"lectern/mail"
 	"lectern/projections"
 	"lectern/queries"
@@ -38,6 +39,10 @@ type Config struct {
 	// AddressLimit overrides the per-address attempt limit of identity
 	// operations (0: the default).
 	AddressLimit int
+	// Models is the model catalogue (nil: the built-in echo models).
+	Models *llm.Catalogue
+	// ModelOptions configure the model gateway (tests inject HTTP clients).
+	ModelOptions []llm.Option
 }
 
 // Validate reports every problem at once.
@@ -104,6 +109,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Models == nil {
+		cfg.Models = llm.DefaultCatalogue()
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,7 +141,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{Identity: identity, Listener: listener, Runner: runner, pool: cfg.Pool, projPool: projPool, store: store}
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: queries.New(cfg.Pool), Tokens: tokens,
-		Listener: listener, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
+		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
 		Ready: s.ready,
 	})
 	if err != nil {

@@ -204,3 +204,13 @@ func TestPath(t *testing.T) {
 		t.Errorf("got id=%d errors=%v", id, errs)
 	}
 }
+
+func TestNULRefused(t *testing.T) {
+	s := Schema{Fields: []Field{{Name: "name", Kind: String, Required: true}}}
+	_, errs := DecodeBody([]byte(`{"name":"a\u0000b"}`), s)
+	got, _ := errs.DetailJSON()
+	want := `{"detail":[{"type":"value_error","loc":["body","name"],"msg":"Value error, String must not contain NUL characters","input":"a\u0000b","ctx":{"error":"String must not contain NUL characters"}}]}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}

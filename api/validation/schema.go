@@ -3,6 +3,7 @@ package validation
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -196,6 +197,11 @@ func validateString(f *Field, loc []any, in any) (any, *ErrorItem) {
 	s, ok := in.(string)
 	if !ok {
 		return nil, errorPtr(newError("string_type", loc, in))
+	}
+	// PostgreSQL text cannot hold U+0000: refuse it at the edge, where it is
+	// a clear 422, rather than let a read model fail on it later.
+	if strings.ContainsRune(s, 0) {
+		return nil, errorPtr(ValueError(loc, in, "String must not contain NUL characters"))
 	}
 	if f.MinLength > 0 || f.MaxLength > 0 {
 		n := utf8.RuneCountInString(s)

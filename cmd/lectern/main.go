@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lectern/auth"
+	"lectern/llm"
 	"lectern/mail"
 	"lectern/migrations"
 	"lectern/service"
@@ -126,7 +127,12 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 	if err != nil {
 		return nil, nil, err
 	}
-	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log})
+	models, err := llm.Load(os.Getenv(llm.EnvModelsFile))
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log, Models: models})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
