@@ -22,7 +22,6 @@ type ctxKey int
 
 const (
 	requestIDKey ctxKey = iota
-	principalKey
 )
 
 func requestID(ctx context.Context) string {
@@ -124,11 +123,6 @@ func (p *Principal) HasRole(role string) bool {
 		}
 	}
 	return false
-}
-
-func principal(ctx context.Context) *Principal {
-	p, _ := ctx.Value(principalKey).(*Principal)
-	return p
 }
 
 var (
