@@ -117,17 +117,21 @@ func (marshaler) NameFromMessage(msg *message.Message) string {
 }
 
 // wakeBackoff waits for the next committed append instead of sleeping the
-// subscriber's whole poll interval. A wake-up can arrive while another
-// transaction still holds the pg_snapshot_xmin horizon below the new events,
-// so after one it polls again a few times at doubling intervals (1, 2, 4, 8,
-// 16, 32 ms) before waiting again; the fallback poll covers appends that
-// announce nothing.
+// subscriber's whole poll interval. watermill-sql's poll locks the group's
+// offsets row, so every poll is a write transaction with a transaction id,
+// and a running one holds the pg_snapshot_xmin horizon back for every other
+// group: polling on each wake-up would make the projections hold each other
+// up. So the wait ends only when a cheap read-only query sees an event past
+// the group's offset below the horizon (or the fallback interval passes).
+// A wake-up can arrive while another transaction still holds the horizon
+// below the new events: it is then re-checked at doubling intervals
+// (1, 2, 4, ... 32 ms).
 type wakeBackoff struct {
 	wake     <-chan struct{}
 	closing  <-chan struct{}
 	fallback time.Duration
 	retry    time.Duration
-	next     *time.Duration // the next quick re-poll; 0 when none is due
+	ready    func() bool // an event is visible past the group's offset
 }
 
 const lastQuickPoll = 32 * time.Millisecond
@@ -140,28 +144,49 @@ func (b wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err
 	if !noMsg {
 		return 0
 	}
-	// Every wait happens here, where a wake-up can cut it short.
-	quick := *b.next
-	wait := b.fallback
-	if quick > 0 {
-		wait = quick
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-b.wake:
-		*b.next = time.Millisecond
-	case <-t.C:
-		switch {
-		case quick == 0:
-		case quick >= lastQuickPoll:
-			*b.next = 0
-		default:
-			*b.next = quick * 2
+	var quick time.Duration // the next re-check after a wake-up; 0: none due
+	for {
+		wait := b.fallback
+		if quick > 0 {
+			wait = quick
 		}
-	case <-b.closing:
+		t := time.NewTimer(wait)
+		select {
+		case <-b.wake:
+			quick = time.Millisecond
+		case <-t.C:
+			if quick == 0 {
+				return 0 // the fallback poll
+			}
+			quick *= 2
+			if quick > lastQuickPoll {
+				quick = 0
+			}
+		case <-b.closing:
+			t.Stop()
+			return 0
+		}
+		t.Stop()
+		if b.ready() {
+			return 0
+		}
 	}
-	return 0
+}
+
+// pending reports whether an event is visible past group's committed offset;
+// a read-only query, so it takes no transaction id.
+func (r *Runner) pending(group string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var ok bool
+	err := r.pool.QueryRow(ctx, `
+		SELECT EXISTS (
+			SELECT 1 FROM events e
+			JOIN projection_offsets o ON o.consumer_group = $1
+			WHERE ((e.transaction_id = o.last_processed_transaction_id AND e."offset" > o.offset_acked)
+			       OR e.transaction_id > o.last_processed_transaction_id)
+			  AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot()))`, group).Scan(&ok)
+	return err != nil || ok // on error, let the real poll find out
 }
 
 // Status is a projection's health, for readiness checks.
@@ -289,7 +314,8 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 				OffsetsAdapter: postgres.NewOffsets(),
 				AckDeadline:    &noDeadline,
 				ResendInterval: 50 * time.Millisecond,
-				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second, next: new(time.Duration)},
+				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second,
+					ready: func() bool { return r.pending(params.EventGroupName) }},
 			}, wlog)
 			if err != nil {
 				return nil, err

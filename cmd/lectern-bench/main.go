@@ -294,7 +294,7 @@ func startServer(ctx context.Context, base, dbName string) (*server, error) {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	dir, _ := os.MkdirTemp("", "lectern-bench")
-	env := append(os.Environ(), "DATABASE_URL="+dsn, "PORT="+port, "LECTERN_JWT_KEY="+hex.EncodeToString(key), "LECTERN_LOG_LEVEL=warn")
+	env := append(os.Environ(), "LECTERN_PPROF_ADDR="+os.Getenv("BENCH_PPROF_ADDR"), "DATABASE_URL="+dsn, "PORT="+port, "LECTERN_JWT_KEY="+hex.EncodeToString(key), "LECTERN_LOG_LEVEL=warn")
 	// An operator account to log in with.
 	create := exec.CommandContext(ctx, bin, "users", "create", "--email", "bench@example.com", "--name", "Bench", "--password", "bench-password")
 	create.Env = env

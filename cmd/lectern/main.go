@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -177,6 +178,12 @@ func serveCmd() *cobra.Command {
 				IdleTimeout:       120 * time.Second,
 				ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			}
+			if addr := os.Getenv("LECTERN_PPROF_ADDR"); addr != "" {
+				// Profiling on its own (private) address, never on the API's.
+				go func() {
+					log.Warn("pprof listening", "addr", addr, "error", http.ListenAndServe(addr, pprofMux()))
+				}()
+			}
 			errc := make(chan error, 1)
 			go func() { errc <- srv.ListenAndServe() }()
 			log.Info("lectern serving", "addr", srv.Addr, "projections", withProjections)
@@ -281,4 +288,12 @@ func usersCmd() *cobra.Command {
 	create.Flags().BoolVar(&admin, "admin", false, "make the user an administrator")
 	users.AddCommand(create)
 	return users
+}
+
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
