@@ -1,4 +1,421 @@
 package commands
 
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"lectern/aggregates"
+	"lectern/derrors"
+	"lectern/events"
+	"lectern/eventstore"
+)
+
+// Uniqueness claim scopes of the classroom.
+const (
+	// courseKeyScope keys are "<org_id>:<course_key>", owned by the course's stream.
+	courseKeyScope = "course_key"
+	// inviteCodeScope keys are the code, owned by the class's stream.
+	inviteCodeScope = "invite_code"
+	// activeEnrollmentScope keys are "<class_id>:<student_id>", owned by the
+	// active enrollment's stream and released when it is dropped. They also
+	// count a class's active enrollments against its capacity.
+	activeEnrollmentScope = "active_enrollment"
+)
+
 // Classroom is the courses, classes, invite codes and enrollments use cases.
 type Classroom struct{ d Deps }
+
+// Now is the service's clock, by which invite codes expire.
+func (c *Classroom) Now() time.Time { return c.d.Now() }
+
+func (c *Classroom) now() time.Time { return c.d.Now().UTC().Truncate(time.Microsecond) }
+
+var (
+	errCourseNotFound = derrors.New(derrors.ErrNotFound, "Course not found")
+	errClassNotFound  = derrors.New(derrors.ErrNotFound, "Class not found")
+)
+
+func courseKeyClaim(orgID int64, key string) string { return strconv.FormatInt(orgID, 10) + ":" + key }
+
+// claimOwned claims key for owner: conflict when another owner holds it.
+// fresh reports whether this call made the claim (a claim owner already held
+// is not fresh, and must not be released when the command fails).
+func (c *Classroom) claimOwned(ctx context.Context, scope, key, owner, conflict string) (fresh bool, err error) {
+	ok, err := claim(ctx, c.d, scope, key, owner)
+	if err != nil || ok {
+		return ok, err
+	}
+	var holder string
+	err = c.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, scope, key).Scan(&holder)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Released in between: try once more.
+		return c.claimOwned(ctx, scope, key, owner, conflict)
+	case err != nil:
+		return false, err
+	case holder == owner:
+		return false, nil
+	}
+	return false, derrors.New(derrors.ErrConflict, "%s", conflict)
+}
+
+// loadCourse reads a course of orgID; another organisation's is not found.
+func (c *Classroom) loadCourse(ctx context.Context, orgID, courseID int64) (aggregates.Course, error) {
+	course, _, _, err := load(ctx, c.d, eventstore.StreamName(events.CategoryCourse, courseID), aggregates.EvolveCourse)
+	if err != nil {
+		return course, err
+	}
+	if !course.Exists() || course.OrgID != orgID {
+		return course, errCourseNotFound
+	}
+	return course, nil
+}
+
+// loadClass reads a class of orgID; another organisation's is not found.
+func (c *Classroom) loadClass(ctx context.Context, orgID, classID int64) (aggregates.Class, error) {
+	class, _, _, err := load(ctx, c.d, eventstore.StreamName(events.CategoryClass, classID), aggregates.EvolveClass)
+	if err != nil {
+		return class, err
+	}
+	if !class.Exists() || class.OrgID != orgID {
+		return class, errClassNotFound
+	}
+	return class, nil
+}
+
+const duplicateCourseKey = "A course with this course_key already exists in the organisation"
+
+// CreateCourse creates a course; its key is unique in the organisation.
+func (c *Classroom) CreateCourse(ctx context.Context, cmd aggregates.CreateCourse) (aggregates.Course, Result, error) {
+	id, err := nextID(ctx, c.d, "course_ids")
+	if err != nil {
+		return aggregates.Course{}, Result{}, err
+	}
+	cmd.CourseID = id
+	stream := eventstore.StreamName(events.CategoryCourse, id)
+	key := courseKeyClaim(cmd.OrgID, cmd.CourseKey)
+	ok, err := claim(ctx, c.d, courseKeyScope, key, stream)
+	if err != nil {
+		return aggregates.Course{}, Result{}, err
+	}
+	if !ok {
+		return aggregates.Course{}, Result{}, derrors.New(derrors.ErrConflict, duplicateCourseKey)
+	}
+	course, res, err := create(ctx, c.d, stream, aggregates.EvolveCourse,
+		func(s aggregates.Course) ([]events.Event, error) { return aggregates.DecideCreateCourse(s, cmd) })
+	if err != nil {
+		release(ctx, c.d, courseKeyScope, key, stream)
+	}
+	return course, res, err
+}
+
+// UpdateCourse applies a merge update. A new course key is claimed before
+// the append, and the key it replaced is released after it.
+func (c *Classroom) UpdateCourse(ctx context.Context, cmd aggregates.UpdateCourse) (aggregates.Course, Result, error) {
+	stream := eventstore.StreamName(events.CategoryCourse, cmd.CourseID)
+	current, err := c.loadCourse(ctx, cmd.OrgID, cmd.CourseID)
+	if err != nil {
+		return current, Result{}, err
+	}
+	var newKey string
+	fresh := false
+	if cmd.CourseKey.Set && cmd.CourseKey.Value != current.CourseKey && strings.TrimSpace(cmd.CourseKey.Value) != "" {
+		newKey = courseKeyClaim(cmd.OrgID, cmd.CourseKey.Value)
+		if fresh, err = c.claimOwned(ctx, courseKeyScope, newKey, stream, duplicateCourseKey); err != nil {
+			return current, Result{}, err
+		}
+	}
+	var replaced string // the key the successful decision replaced
+	course, res, err := execute(ctx, c.d, stream, aggregates.EvolveCourse, func(s aggregates.Course) ([]events.Event, error) {
+		replaced = s.CourseKey
+		return aggregates.DecideUpdateCourse(s, cmd)
+	})
+	if err != nil {
+		if fresh {
+			release(ctx, c.d, courseKeyScope, newKey, stream)
+		}
+		return course, res, err
+	}
+	if replaced != course.CourseKey {
+		release(ctx, c.d, courseKeyScope, courseKeyClaim(course.OrgID, replaced), stream)
+	} else if fresh && newKey != courseKeyClaim(course.OrgID, course.CourseKey) {
+		// Nothing changed the key after all (a concurrent update got there first).
+		release(ctx, c.d, courseKeyScope, newKey, stream)
+	}
+	return course, res, nil
+}
+
+// newInviteCode draws a code that no other class holds and claims it for stream.
+func (c *Classroom) newInviteCode(ctx context.Context, stream string) (aggregates.NewInviteCode, error) {
+	id, err := nextID(ctx, c.d, "invite_code_ids")
+	if err != nil {
+		return aggregates.NewInviteCode{}, err
+	}
+	for range 10 {
+		code, err := randomCode()
+		if err != nil {
+			return aggregates.NewInviteCode{}, err
+		}
+		ok, err := claim(ctx, c.d, inviteCodeScope, code, stream)
+		if err != nil {
+			return aggregates.NewInviteCode{}, err
+		}
+		if ok {
+			return aggregates.NewInviteCode{ID: id, Code: code}, nil
+		}
+	}
+	return aggregates.NewInviteCode{}, errors.New("no free invite code after 10 draws")
+}
+
+// randomCode is InviteCodeLength characters of the unambiguous alphabet,
+// from a cryptographically secure source.
+func randomCode() (string, error) {
+	alphabet := aggregates.InviteCodeAlphabet
+	n := big.NewInt(int64(len(alphabet)))
+	var b strings.Builder
+	for range aggregates.InviteCodeLength {
+		i, err := rand.Int(rand.Reader, n)
+		if err != nil {
+			return "", err
+		}
+		b.WriteByte(alphabet[i.Int64()])
+	}
+	return b.String(), nil
+}
+
+// NormalizeInviteCode is the form codes are stored and looked up in: codes
+// are upper case, and clients may type them in any case.
+func NormalizeInviteCode(code string) string { return strings.ToUpper(strings.TrimSpace(code)) }
+
+// CreateClass creates a class with its default invite codes. A course, if
+// given, must belong to the organisation.
+func (c *Classroom) CreateClass(ctx context.Context, cmd aggregates.CreateClass) (aggregates.Class, Result, error) {
+	if cmd.CourseID != nil {
+		if _, err := c.loadCourse(ctx, cmd.OrgID, *cmd.CourseID); err != nil {
+			return aggregates.Class{}, Result{}, err
+		}
+	}
+	id, err := nextID(ctx, c.d, "class_ids")
+	if err != nil {
+		return aggregates.Class{}, Result{}, err
+	}
+	cmd.ClassID = id
+	stream := eventstore.StreamName(events.CategoryClass, id)
+	var claimed []string
+	releaseCodes := func() {
+		for _, code := range claimed {
+			release(ctx, c.d, inviteCodeScope, code, stream)
+		}
+	}
+	for _, dst := range []*aggregates.NewInviteCode{&cmd.StudentCode, &cmd.AssistantCode} {
+		if *dst, err = c.newInviteCode(ctx, stream); err != nil {
+			releaseCodes()
+			return aggregates.Class{}, Result{}, err
+		}
+		claimed = append(claimed, dst.Code)
+	}
+	cmd.Now = c.now()
+	class, res, err := create(ctx, c.d, stream, aggregates.EvolveClass,
+		func(s aggregates.Class) ([]events.Event, error) { return aggregates.DecideCreateClass(s, cmd) })
+	if err != nil {
+		releaseCodes()
+	}
+	return class, res, err
+}
+
+// UpdateClass applies a merge update. A new course must belong to the
+// class's organisation.
+func (c *Classroom) UpdateClass(ctx context.Context, cmd aggregates.UpdateClass) (aggregates.Class, Result, error) {
+	if _, err := c.loadClass(ctx, cmd.OrgID, cmd.ClassID); err != nil {
+		return aggregates.Class{}, Result{}, err
+	}
+	if cmd.CourseID.Set && cmd.CourseID.Value != nil {
+		if _, err := c.loadCourse(ctx, cmd.OrgID, *cmd.CourseID.Value); err != nil {
+			return aggregates.Class{}, Result{}, err
+		}
+	}
+	return execute(ctx, c.d, eventstore.StreamName(events.CategoryClass, cmd.ClassID), aggregates.EvolveClass,
+		func(s aggregates.Class) ([]events.Event, error) { return aggregates.DecideUpdateClass(s, cmd) })
+}
+
+// RevokeInviteCode withdraws an invite code of a class.
+func (c *Classroom) RevokeInviteCode(ctx context.Context, cmd aggregates.RevokeInviteCode) (aggregates.Class, Result, error) {
+	return execute(ctx, c.d, eventstore.StreamName(events.CategoryClass, cmd.ClassID), aggregates.EvolveClass,
+		func(s aggregates.Class) ([]events.Event, error) { return aggregates.DecideRevokeInviteCode(s, cmd) })
+}
+
+func activeEnrollmentKey(classID, studentID int64) string {
+	return strconv.FormatInt(classID, 10) + ":" + strconv.FormatInt(studentID, 10)
+}
+
+// claimSeat claims the student's one active enrollment in the class and,
+// in the same transaction, a seat under its capacity. A per-class advisory
+// lock serialises the count and the claim, so concurrent enrollments never
+// overfill a class.
+func (c *Classroom) claimSeat(ctx context.Context, class aggregates.Class, studentID int64, owner string) error {
+	tx, err := c.d.DB.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+		activeEnrollmentScope+":"+strconv.FormatInt(class.ID, 10)); err != nil {
+		return err
+	}
+	key := activeEnrollmentKey(class.ID, studentID)
+	var held bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM unique_claims WHERE scope = $1 AND key = $2)`,
+		activeEnrollmentScope, key).Scan(&held); err != nil {
+		return err
+	}
+	if held {
+		return derrors.New(derrors.ErrConflict, "The student already has an active enrollment in this class")
+	}
+	if class.Capacity != nil {
+		var active int64
+		// The literal scope matches the partial index on the class id.
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM unique_claims
+			WHERE scope = 'active_enrollment' AND split_part(key, ':', 1) = $1`,
+			strconv.FormatInt(class.ID, 10)).Scan(&active); err != nil {
+			return err
+		}
+		if active >= *class.Capacity {
+			return derrors.New(derrors.ErrConflict, "The class is full")
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO unique_claims (scope, key, owner) VALUES ($1, $2, $3)`,
+		activeEnrollmentScope, key, owner); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Enroll enrolls a student in a class of orgID. The student must have an
+// account; an active enrollment takes the student's one active place in the
+// class and a seat under its capacity.
+func (c *Classroom) Enroll(ctx context.Context, orgID, classID int64, cmd aggregates.CreateEnrollment) (aggregates.Enrollment, Result, error) {
+	class, err := c.loadClass(ctx, orgID, classID)
+	if err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	cmd.Class = class
+	student, _, _, err := load(ctx, c.d, eventstore.StreamName(events.CategoryUser, cmd.StudentID), aggregates.EvolveUser)
+	if err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	if !student.Exists() {
+		return aggregates.Enrollment{}, Result{}, derrors.New(derrors.ErrNotFound, "Student not found")
+	}
+	cmd.Now = c.now()
+	if cmd.Source == "" {
+		cmd.Source = aggregates.SourcePartner
+	}
+	// Refuse bad input before taking a seat.
+	if _, err := aggregates.DecideCreateEnrollment(aggregates.Enrollment{}, cmd); err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	id, err := nextID(ctx, c.d, "enrollment_ids")
+	if err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	cmd.EnrollmentID = id
+	stream := eventstore.StreamName(events.CategoryEnrollment, id)
+	active := cmd.Status == nil || *cmd.Status == aggregates.EnrollmentActive
+	if active {
+		if err := c.claimSeat(ctx, class, cmd.StudentID, stream); err != nil {
+			return aggregates.Enrollment{}, Result{}, err
+		}
+	}
+	en, res, err := create(ctx, c.d, stream, aggregates.EvolveEnrollment,
+		func(s aggregates.Enrollment) ([]events.Event, error) {
+			return aggregates.DecideCreateEnrollment(s, cmd)
+		})
+	if err != nil && active {
+		release(ctx, c.d, activeEnrollmentScope, activeEnrollmentKey(class.ID, cmd.StudentID), stream)
+	}
+	return en, res, err
+}
+
+var errCodeNotFound = derrors.New(derrors.ErrNotFound, "Invite code not found")
+
+// Join enrolls the caller as a student of the class an invite code belongs
+// to. The use is counted on the class's stream with optimistic concurrency,
+// so concurrent joins never exceed the code's max_uses. The returned result
+// is the enrollment's append, which follows the class's.
+func (c *Classroom) Join(ctx context.Context, code string, userID int64) (aggregates.Enrollment, Result, error) {
+	code = NormalizeInviteCode(code)
+	var classStream string
+	err := c.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, inviteCodeScope, code).Scan(&classStream)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return aggregates.Enrollment{}, Result{}, errCodeNotFound
+	}
+	if err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	class, _, _, err := load(ctx, c.d, classStream, aggregates.EvolveClass)
+	if err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	if _, ok := class.Code(code); !ok {
+		// Claimed by a class whose creation failed.
+		return aggregates.Enrollment{}, Result{}, errCodeNotFound
+	}
+	use := aggregates.UseInviteCode{Code: code, UserID: userID, Now: c.now()}
+	// Refuse a code that cannot be used before taking a seat.
+	if _, err := aggregates.DecideUseInviteCode(class, use); err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	id, err := nextID(ctx, c.d, "enrollment_ids")
+	if err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	use.EnrollmentID = id
+	stream := eventstore.StreamName(events.CategoryEnrollment, id)
+	if err := c.claimSeat(ctx, class, userID, stream); err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	seatKey := activeEnrollmentKey(class.ID, userID)
+	class, _, err = execute(ctx, c.d, classStream, aggregates.EvolveClass,
+		func(s aggregates.Class) ([]events.Event, error) { return aggregates.DecideUseInviteCode(s, use) })
+	if err != nil {
+		release(ctx, c.d, activeEnrollmentScope, seatKey, stream)
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	invite, _ := class.Code(code)
+	cmd := aggregates.CreateEnrollment{
+		EnrollmentID: id, Class: class, StudentID: userID, InviteCodeID: &invite.ID,
+		Source: aggregates.SourceInviteCode, CallerID: userID, Now: use.Now,
+	}
+	en, res, err := create(ctx, c.d, stream, aggregates.EvolveEnrollment,
+		func(s aggregates.Enrollment) ([]events.Event, error) {
+			return aggregates.DecideCreateEnrollment(s, cmd)
+		})
+	if err != nil {
+		// The use stays counted: the class's history already holds it.
+		release(ctx, c.d, activeEnrollmentScope, seatKey, stream)
+		return en, res, fmt.Errorf("join class %d: the invite code use was recorded but the enrollment was not: %w", class.ID, err)
+	}
+	return en, res, nil
+}
+
+// DropEnrollment drops an enrollment and frees the student's active place
+// in the class.
+func (c *Classroom) DropEnrollment(ctx context.Context, cmd aggregates.DropEnrollment) (aggregates.Enrollment, Result, error) {
+	stream := eventstore.StreamName(events.CategoryEnrollment, cmd.EnrollmentID)
+	en, res, err := execute(ctx, c.d, stream, aggregates.EvolveEnrollment,
+		func(s aggregates.Enrollment) ([]events.Event, error) { return aggregates.DecideDropEnrollment(s, cmd) })
+	if err != nil {
+		return en, res, err
+	}
+	// Only this stream's own claim is released (owner check).
+	release(ctx, c.d, activeEnrollmentScope, activeEnrollmentKey(en.ClassID, en.StudentID), stream)
+	return en, res, nil
+}
