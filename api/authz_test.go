@@ -70,9 +70,7 @@ type authzCase struct {
 	want   [6]int // by who
 }
 
-func runAuthz(t *testing.T, cases []authzCase) {
-	e := sharedEnv(t)
-	a := newActors(t, e)
+func runAuthz(t *testing.T, e *env, a actors, cases []authzCase) {
 	for _, tc := range cases {
 		for w := anonymous; w <= admin; w++ {
 			t.Run(tc.name+"/"+whoNames[w], func(t *testing.T) {
@@ -100,7 +98,8 @@ func TestAuthorizationOrganisations(t *testing.T) {
 		return num(t, res, "request_id")
 	}
 	var approveID, rejectID int64
-	runAuthz(t, []authzCase{
+	e := sharedEnv(t)
+	runAuthz(t, e, newActors(t, e), []authzCase{
 		{name: "create organization", method: "POST", path: static("/admin/organizations"),
 			body: func(*testing.T, *env, actors) any { return map[string]any{"name": "Org " + uniqueEmail()} },
 			want: [6]int{401, 403, 403, 403, 403, 201}},
@@ -128,4 +127,109 @@ func TestAuthorizationOrganisations(t *testing.T) {
 			body: func(t *testing.T, e *env, _ actors) any { rejectID = pendingRequest(t, e); return map[string]any{} },
 			want: [6]int{401, 403, 403, 403, 403, 200}},
 	})
+}
+
+// classroomSetting adds to the actors a course and two classes of the
+// partner's organisation; the student is enrolled in the first.
+type classroomSetting struct {
+	actors
+	courseID, classID, class2ID, inviteCodeID int64
+	joinCode                                  string
+}
+
+func newClassroomSetting(t *testing.T, e *env) classroomSetting {
+	t.Helper()
+	c := classroomSetting{actors: newActors(t, e)}
+	at := func(p string, args ...any) string {
+		return fmt.Sprintf("/partner/%d", c.partnerID) + fmt.Sprintf(p, args...)
+	}
+	res := e.do(t, "POST", at("/course"), map[string]any{"title": "Course", "course_key": "K-" + uniqueEmail()}, c.partner.Access)
+	wantStatus(t, res, http.StatusCreated)
+	c.courseID = num(t, res, "id")
+	res = e.do(t, "POST", at("/classes"), map[string]any{"name": "Class", "course_id": c.courseID}, c.partner.Access)
+	wantStatus(t, res, http.StatusCreated)
+	c.classID = num(t, res, "id")
+	codes := field(t, res, "invite_codes").([]any)
+	c.inviteCodeID, _ = codes[0].(map[string]any)["id"].(interface{ Int64() (int64, error) }).Int64()
+	res = e.do(t, "POST", at("/classes"), map[string]any{"name": "Open class"}, c.partner.Access)
+	wantStatus(t, res, http.StatusCreated)
+	c.class2ID = num(t, res, "id")
+	for _, code := range field(t, res, "invite_codes").([]any) {
+		if m := code.(map[string]any); m["target_role"] == "student" {
+			c.joinCode = m["code"].(string)
+		}
+	}
+	c.enroll(t, e, c.student)
+	return c
+}
+
+// enroll makes u an active student of the first class and returns the enrollment.
+func (c classroomSetting) enroll(t *testing.T, e *env, u user) int64 {
+	t.Helper()
+	res := e.do(t, "POST", fmt.Sprintf("/partner/%d/student/%d/enrollments", c.partnerID, u.ID),
+		map[string]any{"class_id": c.classID, "student_id": u.ID}, c.partner.Access)
+	wantStatus(t, res, http.StatusCreated)
+	return num(t, res, "id")
+}
+
+func TestAuthorizationClassroom(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	c := newClassroomSetting(t, e)
+	partnerOnly := [6]int{401, 403, 403, 403, 0, 0} // 0: filled in per case
+	with := func(ok int) [6]int { w := partnerOnly; w[thePartner], w[admin] = ok, ok; return w }
+	p := func(format string, args ...any) func(actors) string {
+		return func(actors) string { return fmt.Sprintf("/partner/%d", c.partnerID) + fmt.Sprintf(format, args...) }
+	}
+	var newStudent user
+	var dropID int64
+	cases := []authzCase{
+		{name: "create course", method: "POST", path: p("/course"), want: with(201),
+			body: func(*testing.T, *env, actors) any {
+				return map[string]any{"title": "T", "course_key": "K-" + uniqueEmail()}
+			}},
+		{name: "list courses", method: "GET", path: p("/course"), want: with(200)},
+		{name: "read course", method: "GET", path: p("/course/%d", c.courseID), want: with(200)},
+		{name: "update course", method: "PATCH", path: p("/course/%d", c.courseID), want: with(200),
+			body: func(*testing.T, *env, actors) any { return map[string]any{"description": uniqueEmail()} }},
+		{name: "create class", method: "POST", path: p("/classes"), want: with(201),
+			body: func(*testing.T, *env, actors) any { return map[string]any{"name": "C"} }},
+		{name: "list classes", method: "GET", path: p("/classes"), want: with(200)},
+		{name: "read class", method: "GET", path: p("/classes/%d", c.classID), want: with(200)},
+		{name: "update class", method: "PATCH", path: p("/classes/%d", c.classID), want: with(200),
+			body: func(*testing.T, *env, actors) any { return map[string]any{"description": uniqueEmail()} }},
+		{name: "revoke invite code", method: "POST", path: p("/classes/%d/invite-codes/%d/revoke", c.classID, c.inviteCodeID), want: with(200)},
+		{name: "list class enrollments", method: "GET", path: p("/classes/%d/enrollments", c.classID), want: with(200)},
+		{name: "enroll a student", method: "POST",
+			path: func(actors) string {
+				return fmt.Sprintf("/partner/%d/student/%d/enrollments", c.partnerID, newStudent.ID)
+			},
+			body: func(t *testing.T, e *env, _ actors) any {
+				newStudent = e.signUp(t)
+				return map[string]any{"class_id": c.classID, "student_id": newStudent.ID}
+			},
+			want: with(201)},
+		{name: "my enrollments", method: "GET", path: static("/user/class/enrollments"), want: [6]int{401, 200, 200, 200, 200, 200}},
+		{name: "drop the student's enrollment", method: "DELETE",
+			path: func(actors) string { return fmt.Sprintf("/user/class/enrollments/%d", dropID) },
+			body: func(t *testing.T, e *env, _ actors) any {
+				// A fresh enrollment of the student each time (the previous one may be dropped).
+				res := e.do(t, "GET", "/user/class/enrollments", nil, c.student.Access)
+				for _, item := range field(t, res, "items").([]any) {
+					m := item.(map[string]any)
+					if m["status"] == "active" {
+						id, _ := m["id"].(interface{ Int64() (int64, error) }).Int64()
+						dropID = id
+						return nil
+					}
+				}
+				dropID = c.enroll(t, e, c.student)
+				return nil
+			},
+			want: [6]int{401, 404, 204, 404, 204, 204}},
+		{name: "join with an invite code", method: "POST", path: static("/user/class/join"),
+			body: func(*testing.T, *env, actors) any { return map[string]any{"code": c.joinCode} },
+			want: [6]int{401, 201, 201, 201, 201, 201}},
+	}
+	runAuthz(t, e, c.actors, cases)
 }
