@@ -47,7 +47,7 @@ func (d Deps) Validate() error {
 	for name, missing := range map[string]bool{
 		"commands": d.Commands == nil, "identity": d.Identity == nil, "queries": d.Queries == nil,
 		"tokens": d.Tokens == nil, "listener": d.Listener == nil, "db": d.DB == nil, "logger": d.Logger == nil,
-		"models": d.Models == nil,
+		"models": d.Models == nil, "sessions": d.Commands != nil && d.Commands.Sessions == nil,
 	} {
 		if missing {
 			err = errors.Join(err, errors.New("api: missing "+name))

@@ -1,4 +1,339 @@
 package commands
 
-// Sessions is the practice sessions use cases (wired in service.New).
-type Sessions struct{ d Deps }
+import (
+	"context"
+	"errors"
+
+	"lectern/aggregates"
+	"lectern/events"
+	"lectern/eventstore"
+	"lectern/llm"
+	"lectern/queries"
+)
+
+// Sessions is the practice sessions use cases (wired in service.New): start a
+// session with its first turn, continue it, tune its settings.
+//
+// A turn reads what it needs (the class, the caller's standing in it, the
+// agent, the few-shot examples), builds the prompt, calls its models in
+// parallel with no transaction open, and only then allocates ids and appends
+// the turn; when every model failed, nothing is recorded.
+type Sessions struct {
+	d       Deps
+	gateway *llm.Gateway
+	reads   *queries.DB
+}
+
+// NewSessions refuses missing dependencies.
+func NewSessions(d Deps, gateway *llm.Gateway, reads *queries.DB) (*Sessions, error) {
+	err := d.Validate()
+	if gateway == nil {
+		err = errors.Join(err, errors.New("commands: nil model gateway"))
+	}
+	if reads == nil {
+		err = errors.Join(err, errors.New("commands: nil read models"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Sessions{d: d, gateway: gateway, reads: reads}, nil
+}
+
+func sessionStream(id int64) string { return eventstore.StreamName(events.CategorySession, id) }
+
+// Caller is who asks for a practice turn.
+type Caller struct {
+	UserID int64
+	Admin  bool
+}
+
+// RunSession starts a session in a class and runs its first turn (seed 4.1).
+type RunSession struct {
+	Caller     Caller
+	ClassID    int64
+	PromptText string
+	// ModelNames are the models to call; empty: the class's default.
+	ModelNames        []string
+	AgentID           *int64
+	ProjectID         *int64
+	KnowledgeIDs      []int64
+	StylePreset       *string
+	StyleParams       map[string]any
+	GenerationParams  events.GenerationParams
+	FewShotExampleIDs []int64
+}
+
+// ContinueSession runs the next turn of the caller's session (seed 4.2).
+type ContinueSession struct {
+	Caller     Caller
+	SessionID  int64
+	PromptText string
+	// ModelNames are the models to call; empty: the previous turn's.
+	ModelNames []string
+}
+
+// Run starts the session c describes with its first turn.
+func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, Result, error) {
+	if c.Caller.UserID <= 0 {
+		return aggregates.Session{}, Result{}, errors.New("run session: no caller")
+	}
+	if err := aggregates.CheckPrompt(c.PromptText); err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+	class, err := s.practiceClass(ctx, c.Caller, c.ClassID)
+	if err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+	// Every field error at once: the models, then the few-shot examples.
+	models, primary, modelErr := aggregates.ChooseModels(s.modelChoice(class, c.ModelNames, nil))
+	examples, err := s.reads.FewShotExamples(ctx, c.Caller.UserID, c.FewShotExampleIDs)
+	if err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+	exampleErr := aggregates.CheckFewShotExamples(c.FewShotExampleIDs, owned(examples))
+	if err := errors.Join(modelErr, exampleErr); err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+	var agent *events.AgentSnapshot
+	if c.AgentID != nil {
+		a, err := s.reads.Agent(ctx, c.Caller.UserID, *c.AgentID)
+		if err != nil {
+			return aggregates.Session{}, Result{}, err
+		}
+		agent = &events.AgentSnapshot{AgentID: a.ID, Name: a.Name, SystemPrompt: a.SystemPrompt, RoleDescription: a.RoleDescription}
+	}
+	links := make([]events.FewShotLink, len(c.FewShotExampleIDs))
+	for i, id := range c.FewShotExampleIDs {
+		links[i] = events.FewShotLink{ExampleID: id, SortOrder: i} // ids once the turn is known to stand
+	}
+	settings, err := aggregates.DecideSettings(aggregates.NewSettings{StylePreset: c.StylePreset, StyleParams: c.StyleParams,
+		GenerationParams: c.GenerationParams, Agent: agent, Links: links})
+	if err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+	prompt := aggregates.Prompt{Agent: agent, StyleParams: settings.StyleParams, Examples: pairs(examples), Text: c.PromptText}
+	turn := s.callModels(ctx, models, primary, prompt, aggregates.EffectiveParams(settings.StylePreset, settings.GenerationParams))
+	if err := aggregates.CheckAnswers(turn.Answers); err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+
+	ids, err := s.allocate(ctx, true, len(models), len(models), len(links))
+	if err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+	settings.SettingID = ids.setting
+	for i := range settings.FewShotLinks {
+		settings.FewShotLinks[i].LinkID = ids.links[i]
+	}
+	for i := range turn.Answers {
+		turn.Answers[i].ResponseID = ids.responses[i]
+	}
+	turn.FreshModelIDs = ids.models
+	cmd := aggregates.StartSession{SessionID: ids.session, UserID: c.Caller.UserID, ClassID: &class.ID, ProjectID: c.ProjectID,
+		AgentID: c.AgentID, KnowledgeIDs: c.KnowledgeIDs, Settings: settings, Turn: turn}
+	return create(ctx, s.d, sessionStream(ids.session), aggregates.EvolveSession,
+		func(st aggregates.Session) ([]events.Event, error) { return aggregates.DecideStartSession(st, cmd) })
+}
+
+// Continue runs the next turn of the caller's session: the prompt carries the
+// session's history; the session's class must still admit the caller.
+func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.Session, Result, error) {
+	if err := aggregates.CheckPrompt(c.PromptText); err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+	stream := sessionStream(c.SessionID)
+	state, _, _, err := load(ctx, s.d, stream, aggregates.EvolveSession)
+	if err != nil {
+		return state, Result{}, err
+	}
+	if err := aggregates.CheckSessionOwner(state, c.Caller.UserID); err != nil {
+		return state, Result{}, err
+	}
+	var class queries.PracticeClass
+	if state.ClassID != nil {
+		if class, err = s.practiceClass(ctx, c.Caller, *state.ClassID); err != nil {
+			return state, Result{}, err
+		}
+	}
+	var previous []aggregates.ModelRef
+	if last, ok := state.LastTurn(); ok {
+		previous = last.Models()
+	}
+	models, primary, err := aggregates.ChooseModels(s.modelChoice(class, c.ModelNames, previous))
+	if err != nil {
+		return state, Result{}, err
+	}
+	examples, err := s.reads.FewShotExamples(ctx, c.Caller.UserID, state.Settings.ExampleIDs())
+	if err != nil {
+		return state, Result{}, err
+	}
+	prompt := aggregates.Prompt{Agent: state.Settings.AgentSnapshot, StyleParams: state.Settings.StyleParams,
+		Examples: pairs(examples), History: state.Turns, Text: c.PromptText}
+	turn := s.callModels(ctx, models, primary, prompt,
+		aggregates.EffectiveParams(state.Settings.StylePreset, state.Settings.GenerationParams))
+	if err := aggregates.CheckAnswers(turn.Answers); err != nil {
+		return state, Result{}, err
+	}
+
+	fresh := 0
+	for _, m := range models {
+		if !known(state, m.Name) {
+			fresh++
+		}
+	}
+	ids, err := s.allocate(ctx, false, fresh, len(models), 0)
+	if err != nil {
+		return state, Result{}, err
+	}
+	for i := range turn.Answers {
+		turn.Answers[i].ResponseID = ids.responses[i]
+	}
+	turn.FreshModelIDs = ids.models
+	cmd := aggregates.RecordTurn{SessionID: c.SessionID, CallerID: c.Caller.UserID, AfterTurns: len(state.Turns), Turn: turn}
+	return execute(ctx, s.d, stream, aggregates.EvolveSession,
+		func(st aggregates.Session) ([]events.Event, error) { return aggregates.DecideRecordTurn(st, cmd) })
+}
+
+// UpdateSettings applies a merge update of a session's settings by its owner
+// (c.FreshLinkIDs is filled here). It also returns the linked few-shot
+// examples, in link order, as the read model has them.
+func (s *Sessions) UpdateSettings(ctx context.Context, c aggregates.UpdateSessionSettings) (aggregates.Session, []queries.FewShotExample, Result, error) {
+	var given []queries.FewShotExample
+	if c.FewShotExampleIDs.Set && len(c.FewShotExampleIDs.Value) > 0 {
+		ids := c.FewShotExampleIDs.Value
+		var err error
+		if given, err = s.reads.FewShotExamples(ctx, c.CallerID, ids); err != nil {
+			return aggregates.Session{}, nil, Result{}, err
+		}
+		c.OwnedExamples = owned(given)
+		// A link id for each example, in case each is new to the list; the
+		// ids of examples already linked are simply not used.
+		alloc, err := s.allocate(ctx, false, 0, 0, len(ids))
+		if err != nil {
+			return aggregates.Session{}, nil, Result{}, err
+		}
+		c.FreshLinkIDs = alloc.links
+	}
+	state, res, err := execute(ctx, s.d, sessionStream(c.SessionID), aggregates.EvolveSession,
+		func(st aggregates.Session) ([]events.Event, error) {
+			return aggregates.DecideUpdateSessionSettings(st, c)
+		})
+	if err != nil {
+		return state, nil, res, err
+	}
+	ids := state.Settings.ExampleIDs()
+	examples := given
+	if len(ids) == 0 {
+		examples = []queries.FewShotExample{}
+	} else if !c.FewShotExampleIDs.Set {
+		if examples, err = s.reads.FewShotExamples(ctx, c.CallerID, ids); err != nil {
+			return state, nil, res, err
+		}
+	}
+	return state, examples, res, nil
+}
+
+// practiceClass reads the class and checks that the caller may practise in it.
+func (s *Sessions) practiceClass(ctx context.Context, caller Caller, classID int64) (queries.PracticeClass, error) {
+	class, err := s.reads.PracticeClass(ctx, caller.UserID, classID)
+	if err != nil {
+		return class, err
+	}
+	return class, aggregates.CheckPracticeAccess(aggregates.PracticeAccess{Admin: caller.Admin, Enrolled: class.Enrolled, OrgPartner: class.OrgPartner})
+}
+
+func (s *Sessions) modelChoice(class queries.PracticeClass, requested []string, previous []aggregates.ModelRef) aggregates.ModelChoice {
+	cat := s.gateway.Catalogue()
+	models := cat.Models()
+	refs := make([]aggregates.ModelRef, len(models))
+	for i, m := range models {
+		refs[i] = modelRef(m)
+	}
+	return aggregates.ModelChoice{Requested: requested, Previous: previous, Catalogue: refs, Default: modelRef(cat.Default()),
+		Class: aggregates.PracticeClass{ID: class.ID, PrimaryModelID: class.PrimaryModelID, AllowedModelIDs: class.AllowedModelIDs}}
+}
+
+func modelRef(m llm.Model) aggregates.ModelRef {
+	return aggregates.ModelRef{ID: m.ID, Name: m.Name, Provider: m.Provider, ProviderModel: m.ProviderModel}
+}
+
+// callModels sends the prompt to every model at once. It holds no database
+// transaction: a model may take its whole timeout.
+func (s *Sessions) callModels(ctx context.Context, refs []aggregates.ModelRef, primary int, p aggregates.Prompt, params events.TurnParams) aggregates.TurnOutcome {
+	messages := p.Messages()
+	req := llm.Request{Params: llm.Params{Temperature: params.Temperature, TopP: params.TopP,
+		MaxTokens: params.MaxTokens, MaxCompletionTokens: params.MaxCompletionTokens}}
+	for _, m := range messages {
+		req.Messages = append(req.Messages, llm.Message{Role: m.Role, Content: m.Content})
+	}
+	models := make([]llm.Model, len(refs))
+	for i, r := range refs {
+		models[i], _ = s.gateway.Catalogue().ByName(r.Name) // the refs came from this catalogue
+	}
+	results := s.gateway.CompleteAll(ctx, models, req)
+	answers := make([]aggregates.ModelAnswer, len(results))
+	for i, r := range results {
+		a := aggregates.ModelAnswer{Model: refs[i], Text: r.Text, Latency: r.Latency, Attempts: r.Attempts,
+			Usage: events.TokenUsage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens, TotalTokens: r.Usage.TotalTokens}}
+		if r.Err != nil {
+			a.Error = &events.ModelError{Kind: r.Err.Kind, Message: r.Err.Message}
+			a.Usage = events.TokenUsage{}
+		}
+		answers[i] = a
+	}
+	return aggregates.TurnOutcome{PromptText: p.Text, Messages: messages, Params: params, Answers: answers, Primary: primary}
+}
+
+// sessionIDs are ids allocated for one write.
+type sessionIDs struct {
+	session, setting         int64
+	models, responses, links []int64
+}
+
+// allocate takes ids from the session sequences in one round trip: a session
+// and setting id when newSession, and the given numbers of session model,
+// response and few-shot link ids.
+func (s *Sessions) allocate(ctx context.Context, newSession bool, models, responses, links int) (sessionIDs, error) {
+	var ids sessionIDs
+	var session, setting *int64
+	err := s.d.DB.QueryRow(ctx, `
+		SELECT CASE WHEN $1 THEN nextval('session_ids') END,
+			CASE WHEN $1 THEN nextval('session_setting_ids') END,
+			ARRAY(SELECT nextval('session_model_ids') FROM generate_series(1, $2) ORDER BY 1),
+			ARRAY(SELECT nextval('session_response_ids') FROM generate_series(1, $3) ORDER BY 1),
+			ARRAY(SELECT nextval('session_few_shot_link_ids') FROM generate_series(1, $4) ORDER BY 1)`,
+		newSession, models, responses, links).Scan(&session, &setting, &ids.models, &ids.responses, &ids.links)
+	if session != nil && setting != nil {
+		ids.session, ids.setting = *session, *setting
+	}
+	return ids, err
+}
+
+func owned(examples []queries.FewShotExample) map[int64]bool {
+	out := make(map[int64]bool, len(examples))
+	for _, x := range examples {
+		out[x.ID] = true
+	}
+	return out
+}
+
+// pairs are the active examples' texts, in order: an inactive example stays
+// linked but is left out of the prompt.
+func pairs(examples []queries.FewShotExample) []aggregates.FewShotPair {
+	var out []aggregates.FewShotPair
+	for _, x := range examples {
+		if x.IsActive {
+			out = append(out, aggregates.FewShotPair{Input: x.InputText, Output: x.OutputText})
+		}
+	}
+	return out
+}
+
+func known(s aggregates.Session, model string) bool {
+	for _, m := range s.Models {
+		if m.Name == model {
+			return true
+		}
+	}
+	return false
+}

@@ -122,6 +122,11 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	reads := queries.New(cfg.Pool)
+	cmds.Sessions, err = commands.NewSessions(deps, llm.New(cfg.Models, cfg.ModelOptions...), reads)
+	if err != nil {
+		return nil, err
+	}
 	tokens, err := auth.NewTokens(cfg.JWTKey, auth.Clock(cfg.Now))
 	if err != nil {
 		return nil, err
@@ -140,7 +145,7 @@ func New(cfg Config) (*Service, error) {
 	runner := projections.NewRunner(projPool, listener, registry, cfg.Logger, Projections()...)
 	s := &Service{Identity: identity, Listener: listener, Runner: runner, pool: cfg.Pool, projPool: projPool, store: store}
 	handler, err := api.New(api.Deps{
-		Commands: cmds, Identity: identity, Queries: queries.New(cfg.Pool), Tokens: tokens,
+		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
 		Ready: s.ready,
 	})

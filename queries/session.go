@@ -1,0 +1,235 @@
+package queries
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PracticeClass is what a practice turn needs to know of a class, and of the
+// caller's standing in it.
+type PracticeClass struct {
+	ID              int64
+	OrgID           int64
+	PartnerID       int64
+	PrimaryModelID  *int64
+	AllowedModelIDs []int64
+	// Enrolled: the caller has an active enrollment in the class.
+	Enrolled bool
+	// OrgPartner: the caller is an active partner of the class's organisation.
+	OrgPartner bool
+}
+
+// PracticeClass reads a class (of any organisation) and the caller's standing
+// in it, in one round trip; a missing class is not found.
+func (q *DB) PracticeClass(ctx context.Context, caller, classID int64) (PracticeClass, error) {
+	var c PracticeClass
+	err := q.pool.QueryRow(ctx, `
+		SELECT c.id, c.org_id, c.partner_id, c.primary_model_id, c.allowed_model_ids,
+			EXISTS (SELECT 1 FROM enrollments e WHERE e.student_id = $2 AND e.class_id = c.id AND e.status = 'active'),
+			EXISTS (SELECT 1 FROM partners p WHERE p.user_id = $2 AND p.org_id = c.org_id AND p.is_active)
+		FROM classes c WHERE c.id = $1`, classID, caller).
+		Scan(&c.ID, &c.OrgID, &c.PartnerID, &c.PrimaryModelID, &c.AllowedModelIDs, &c.Enrolled, &c.OrgPartner)
+	if c.AllowedModelIDs == nil {
+		c.AllowedModelIDs = []int64{}
+	}
+	return c, notFound(err, "Class")
+}
+
+// PracticeSession is the practice_sessions read model row.
+type PracticeSession struct {
+	ID           int64
+	UserID       int64
+	ClassID      *int64
+	ProjectID    *int64
+	AgentID      *int64
+	KnowledgeIDs []int64
+	Title        *string
+	Notes        *string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// SessionSettings is the session_settings read model row with its few-shot links.
+type SessionSettings struct {
+	SettingID        int64
+	SessionID        int64
+	StylePreset      string
+	StyleParams      json.RawMessage
+	GenerationParams json.RawMessage
+	AgentSnapshot    json.RawMessage
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FewShotLinks     []SessionFewShotLink
+}
+
+// SessionFewShotLink is a session_few_shot_links row with its example; the
+// example is nil when its read model has not caught up.
+type SessionFewShotLink struct {
+	ID        int64
+	SettingID int64
+	ExampleID int64
+	SortOrder int
+	CreatedAt time.Time
+	Example   *FewShotExample
+}
+
+// SessionResponse is a session_responses row: one model's answer in a turn.
+type SessionResponse struct {
+	ID               int64
+	SessionID        int64
+	SessionModelID   int64
+	Turn             int
+	ModelName        string
+	PromptText       string
+	ResponseText     string
+	TokenUsage       json.RawMessage
+	LatencyMS        int64
+	IsPrimary        bool
+	GenerationParams json.RawMessage
+	// Error is nil when the model answered.
+	Error     json.RawMessage
+	CreatedAt time.Time
+}
+
+// SessionDetail is a session with its settings and every response.
+type SessionDetail struct {
+	PracticeSession
+	Settings  SessionSettings
+	Responses []SessionResponse
+}
+
+const sessionColumns = `id, user_id, class_id, project_id, agent_id, knowledge_ids, title, notes, created_at, updated_at`
+
+func scanSession(row pgx.Row) (PracticeSession, error) {
+	var s PracticeSession
+	err := row.Scan(&s.ID, &s.UserID, &s.ClassID, &s.ProjectID, &s.AgentID, &s.KnowledgeIDs, &s.Title, &s.Notes,
+		&s.CreatedAt, &s.UpdatedAt)
+	if s.KnowledgeIDs == nil {
+		s.KnowledgeIDs = []int64{}
+	}
+	return s, err
+}
+
+// Sessions lists owner's sessions, newest first, without their settings and
+// responses, in one round trip: the total is kept per user by the
+// projection, and the page's ids are found in the (user_id, id) key alone
+// before its rows are read (a deep page skips index entries, not rows).
+func (q *DB) Sessions(ctx context.Context, owner int64, p Page) (List[PracticeSession], error) {
+	out := List[PracticeSession]{Items: []PracticeSession{}, Page: p}
+	rows, err := q.pool.Query(ctx, `
+		SELECT t.total, s.id, s.user_id, s.class_id, s.project_id, s.agent_id, s.knowledge_ids, s.title, s.notes,
+			s.created_at, s.updated_at
+		FROM (SELECT COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0) AS total) t
+		LEFT JOIN LATERAL (
+			SELECT s.* FROM (SELECT id FROM practice_sessions WHERE user_id = $1 ORDER BY id DESC LIMIT $2 OFFSET $3) page
+			JOIN practice_sessions s ON s.user_id = $1 AND s.id = page.id
+		) s ON true
+		ORDER BY s.id DESC`, owner, p.Size, p.Offset())
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id, userID   *int64
+			s            PracticeSession
+			created, upd *time.Time
+		)
+		if err := rows.Scan(&out.Total, &id, &userID, &s.ClassID, &s.ProjectID, &s.AgentID, &s.KnowledgeIDs, &s.Title,
+			&s.Notes, &created, &upd); err != nil {
+			return out, err
+		}
+		if id == nil {
+			continue // the page is past the end
+		}
+		s.ID, s.UserID, s.CreatedAt, s.UpdatedAt = *id, *userID, *created, *upd
+		if s.KnowledgeIDs == nil {
+			s.KnowledgeIDs = []int64{}
+		}
+		out.Items = append(out.Items, s)
+	}
+	return out, rows.Err()
+}
+
+// Session reads one of owner's sessions with its settings, few-shot links and
+// every response of every turn, in order; another user's session is not
+// found. One round trip.
+func (q *DB) Session(ctx context.Context, owner, id int64) (SessionDetail, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT `+sessionColumns+` FROM practice_sessions WHERE id = $1 AND user_id = $2`, id, owner)
+	b.Queue(`
+		SELECT st.id, st.session_id, st.style_preset, st.style_params, st.generation_params, st.agent_snapshot,
+			st.created_at, st.updated_at
+		FROM session_settings st JOIN practice_sessions s ON s.id = st.session_id
+		WHERE st.session_id = $1 AND s.user_id = $2`, id, owner)
+	b.Queue(`
+		SELECT l.id, l.setting_id, l.example_id, l.sort_order, l.created_at,
+			f.id, f.user_id, f.title, f.input_text, f.output_text, f.meta, f.is_active, f.created_at, f.updated_at
+		FROM session_few_shot_links l
+		JOIN practice_sessions s ON s.id = l.session_id
+		LEFT JOIN few_shot_examples f ON f.id = l.example_id AND f.user_id = s.user_id
+		WHERE l.session_id = $1 AND s.user_id = $2
+		ORDER BY l.sort_order, l.id`, id, owner)
+	b.Queue(`
+		SELECT r.id, r.session_id, r.session_model_id, r.turn, r.model_name, r.prompt_text, r.response_text, r.token_usage,
+			r.latency_ms, r.is_primary, r.generation_params, r.error, r.created_at
+		FROM session_responses r JOIN practice_sessions s ON s.id = r.session_id
+		WHERE r.session_id = $1 AND s.user_id = $2
+		ORDER BY r.turn, r.position`, id, owner)
+	br := q.pool.SendBatch(ctx, b)
+	defer br.Close()
+
+	var out SessionDetail
+	var err error
+	if out.PracticeSession, err = scanSession(br.QueryRow()); err != nil {
+		return out, notFound(err, "Session")
+	}
+	st := &out.Settings
+	if err := br.QueryRow().Scan(&st.SettingID, &st.SessionID, &st.StylePreset, &st.StyleParams, &st.GenerationParams,
+		&st.AgentSnapshot, &st.CreatedAt, &st.UpdatedAt); err != nil {
+		return out, notFound(err, "Session")
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return out, err
+	}
+	st.FewShotLinks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionFewShotLink, error) {
+		var l SessionFewShotLink
+		var x FewShotExample
+		var exampleID, userID *int64
+		var inputText, outputText *string
+		var active *bool
+		var created, updated *time.Time
+		err := r.Scan(&l.ID, &l.SettingID, &l.ExampleID, &l.SortOrder, &l.CreatedAt,
+			&exampleID, &userID, &x.Title, &inputText, &outputText, &x.Meta, &active, &created, &updated)
+		if err == nil && exampleID != nil {
+			x.ID, x.UserID, x.InputText, x.OutputText, x.IsActive = *exampleID, *userID, *inputText, *outputText, *active
+			x.CreatedAt, x.UpdatedAt = *created, *updated
+			l.Example = &x
+		}
+		return l, err
+	})
+	if err != nil {
+		return out, err
+	}
+	if st.FewShotLinks == nil {
+		st.FewShotLinks = []SessionFewShotLink{}
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return out, err
+	}
+	out.Responses, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionResponse, error) {
+		var x SessionResponse
+		err := r.Scan(&x.ID, &x.SessionID, &x.SessionModelID, &x.Turn, &x.ModelName, &x.PromptText, &x.ResponseText,
+			&x.TokenUsage, &x.LatencyMS, &x.IsPrimary, &x.GenerationParams, &x.Error, &x.CreatedAt)
+		return x, err
+	})
+	if out.Responses == nil {
+		out.Responses = []SessionResponse{}
+	}
+	return out, err
+}
