@@ -93,7 +93,10 @@ func run() error {
 	}
 
 	fmt.Println("\n## POST /agents over HTTP, 16 concurrent clients, separate server process")
-	return httpRun(ctx, base, dbName2, raw16)
+	if err := httpRun(ctx, base, dbName2, raw16); err != nil {
+		return err
+	}
+	return practiceBench(ctx, base)
 }
 
 // measure runs op on workers goroutines for the configured duration and
@@ -278,7 +281,7 @@ func freePort() (string, error) {
 	return port, nil
 }
 
-func startServer(ctx context.Context, base, dbName string) (*server, error) {
+func startServer(ctx context.Context, base, dbName string, extraEnv ...string) (*server, error) {
 	bin, err := build()
 	if err != nil {
 		return nil, err
@@ -295,8 +298,9 @@ func startServer(ctx context.Context, base, dbName string) (*server, error) {
 	_, _ = rand.Read(key)
 	dir, _ := os.MkdirTemp("", "lectern-bench")
 	env := append(os.Environ(), "LECTERN_PPROF_ADDR="+os.Getenv("BENCH_PPROF_ADDR"), "DATABASE_URL="+dsn, "PORT="+port, "LECTERN_JWT_KEY="+hex.EncodeToString(key), "LECTERN_LOG_LEVEL=warn")
+	env = append(env, extraEnv...)
 	// An operator account to log in with.
-	create := exec.CommandContext(ctx, bin, "users", "create", "--email", "bench@example.com", "--name", "Bench", "--password", "bench-password")
+	create := exec.CommandContext(ctx, bin, "users", "create", "--email", "bench@example.com", "--name", "Bench", "--password", "bench-password", "--admin")
 	create.Env = env
 	if out, err := create.CombinedOutput(); err != nil && !bytes.Contains(out, []byte("already")) {
 		return nil, fmt.Errorf("users create: %v\n%s", err, out)
@@ -330,21 +334,13 @@ func httpRun(ctx context.Context, base, dbName string, rawRate float64) error {
 	}
 	defer srv.stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	resp, err := client.Post(srv.url+"/user/login", "application/json", strings.NewReader(`{"email":"bench@example.com","password":"bench-password"}`))
+	token, err := srv.login(client)
 	if err != nil {
 		return err
 	}
-	var tokens struct {
-		AccessToken string `json:"access_token"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&tokens)
-	resp.Body.Close()
-	if err != nil || tokens.AccessToken == "" {
-		return fmt.Errorf("login: %v (status %d)", err, resp.StatusCode)
-	}
 	post := func() (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodPost, srv.url+"/agents", strings.NewReader(`{"name":"Tutor","system_prompt":"Be kind and precise."}`))
-		req.Header.Set("Authorization", "Bearer "+tokens.AccessToken)
+		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("Content-Type", "application/json")
 		start := time.Now()
 		resp, err := client.Do(req)
@@ -391,4 +387,20 @@ func httpRun(ctx context.Context, base, dbName string, rawRate float64) error {
 	fmt.Printf("%-26s %10.2f   %s\n", "ratio", rate/rawRate, "(target >= 0.30)")
 	fmt.Printf("%-26s %10.1f   %s\n", "server peak RSS MiB", rss, "(target < 150 MiB)")
 	return nil
+}
+
+// login logs the bench's administrator in.
+func (s *server) login(client *http.Client) (string, error) {
+	resp, err := client.Post(s.url+"/user/login", "application/json", strings.NewReader(`{"email":"bench@example.com","password":"bench-password"}`))
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var tokens struct {
+		AccessToken string `json:"access_token"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&tokens); err != nil || tokens.AccessToken == "" {
+		return "", fmt.Errorf("login: %v (status %d)", err, resp.StatusCode)
+	}
+	return tokens.AccessToken, nil
 }
