@@ -17,9 +17,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"lectern/events"
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
-	"lectern/events"
 	"lectern/pgtest"
 )
 
