@@ -11,6 +11,7 @@ func (s *Server) operations() []operation {
 	ops = append(ops, s.practiceOperations()...)
 	ops = append(ops, s.sessionOperations()...)
 	ops = append(ops, s.modelOperations()...)
+	ops = append(ops, s.knowledgeOperations()...)
 	return ops
 }
 

@@ -83,5 +83,6 @@ func NewRegistry() *Registry {
 	registerClassroom(r)
 	registerPractice(r)
 	registerSessions(r)
+	registerKnowledge(r)
 	return r
 }

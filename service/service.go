@@ -101,7 +101,8 @@ func Projections() []projections.Projection {
 	ps = append(ps, projections.OrganisationProjections()...)
 	ps = append(ps, projections.ClassroomProjections()...)
 	ps = append(ps, projections.PracticeProjections()...)
-	return append(ps, projections.SessionProjections()...)
+	ps = append(ps, projections.SessionProjections()...)
+	return append(ps, projections.KnowledgeProjections()...)
 }
 
 // New wires a service.

@@ -1,0 +1,4 @@
+package events
+
+// registerKnowledge registers the events of knowledge documents.
+func registerKnowledge(r *Registry) {}

@@ -1,0 +1,4 @@
+package projections
+
+// KnowledgeProjections project knowledge documents.
+func KnowledgeProjections() []Projection { return nil }
