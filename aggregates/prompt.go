@@ -3,6 +3,7 @@ package aggregates
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -92,6 +93,9 @@ type Prompt struct {
 	History []Turn
 	// Text is the new prompt.
 	Text string
+	// Passages are the texts retrieved from the session's knowledge
+	// documents for this prompt, best first.
+	Passages []string
 }
 
 // Messages builds the chat a turn sends: a system message (the agent's system
@@ -135,7 +139,20 @@ func (p Prompt) system() string {
 	if style := styleLines(p.StyleParams); style != "" {
 		parts = append(parts, style)
 	}
+	if len(p.Passages) > 0 {
+		parts = append(parts, passageLines(p.Passages))
+	}
 	return strings.Join(parts, "\n\n")
+}
+
+// passageLines is "Use these passages:" and one "[n] text" line each.
+func passageLines(passages []string) string {
+	var b strings.Builder
+	b.WriteString("Use these passages:")
+	for i, p := range passages {
+		fmt.Fprintf(&b, "\n[%d] %s", i+1, p)
+	}
+	return b.String()
 }
 
 func styleLines(raw json.RawMessage) string {

@@ -105,7 +105,9 @@ type Turn struct {
 	Messages   []events.ChatMessage
 	Params     events.TurnParams
 	Results    []events.TurnResult
-	CreatedAt  time.Time
+	// Passages are the knowledge passages the turn's prompt carried.
+	Passages  []events.Passage
+	CreatedAt time.Time
 }
 
 // Primary returns the turn's primary result.
@@ -153,7 +155,7 @@ func EvolveSession(s Session, env events.Envelope) Session {
 		s.Settings.CreatedAt, s.Settings.UpdatedAt = env.RecordedAt, env.RecordedAt
 	case events.SessionTurnRecorded:
 		s.Turns = append(slices.Clip(s.Turns), Turn{Number: e.Turn, PromptText: e.PromptText, Messages: e.Messages,
-			Params: e.Params, Results: e.Results, CreatedAt: env.RecordedAt})
+			Params: e.Params, Results: e.Results, Passages: e.Passages, CreatedAt: env.RecordedAt})
 		for _, r := range e.Results {
 			if !slices.ContainsFunc(s.Models, func(m SessionModel) bool { return m.ID == r.SessionModelID }) {
 				s.Models = append(slices.Clip(s.Models), SessionModel{ID: r.SessionModelID, ModelID: r.ModelID, Name: r.ModelName})
@@ -414,8 +416,10 @@ type ModelAnswer struct {
 type TurnOutcome struct {
 	PromptText string
 	Messages   []events.ChatMessage
-	Params     events.TurnParams
-	Answers    []ModelAnswer
+	// Passages are the knowledge passages the messages carry.
+	Passages []events.Passage
+	Params   events.TurnParams
+	Answers  []ModelAnswer
 	// Primary is the index of the primary answer.
 	Primary int
 	// FreshModelIDs are session model ids for the models the session has not
@@ -474,7 +478,7 @@ func turnEvent(s Session, number int, t TurnOutcome) (events.SessionTurnRecorded
 		}
 	}
 	return events.SessionTurnRecorded{SessionID: s.ID, Turn: number, PromptText: t.PromptText, Messages: t.Messages,
-		Params: t.Params, Results: results}, nil
+		Params: t.Params, Results: results, Passages: t.Passages}, nil
 }
 
 // StartSession is the command to start a session with its first turn.

@@ -130,6 +130,15 @@ func (s *Server) openAPI() ([]byte, error) {
 		if op.body != nil {
 			o["requestBody"] = schema{"required": true, "content": schema{"application/json": schema{"schema": op.body.JSONSchema()}}}
 		}
+		if op.ownBody != nil {
+			o["requestBody"] = schema{"required": true, "content": schema{
+				"application/json": schema{"schema": op.ownBody.JSONSchema()},
+				"multipart/form-data": schema{"schema": object(schema{
+					"file":  schema{"type": "string", "format": "binary", "description": "text/plain, text/markdown or application/pdf"},
+					"title": schema{"type": "string", "maxLength": maxName, "description": "default: the file's name"},
+				}, "file")},
+			}}
+		}
 		responses := schema{}
 		success := schema{"description": http.StatusText(op.status)}
 		if op.response != "" {
@@ -140,10 +149,10 @@ func (s *Server) openAPI() ([]byte, error) {
 		if op.method == http.MethodGet && op.auth {
 			errs = append(errs, 400) // an unreadable X-Min-Position
 		}
-		if op.body != nil || op.pathParams != nil || op.query != nil || op.idempotent {
+		if op.body != nil || op.ownBody != nil || op.pathParams != nil || op.query != nil || op.idempotent {
 			errs = append(errs, 422)
 		}
-		if op.body != nil {
+		if op.body != nil || op.ownBody != nil {
 			errs = append(errs, 413)
 		}
 		sort.Ints(errs)

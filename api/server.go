@@ -138,11 +138,14 @@ type operation struct {
 	pathParams       []validation.Field
 	query            []validation.Field
 	body             *validation.Schema
-	status           int    // success status
-	response         string // component schema of the success body; "" for none
-	errors           []int  // documented error statuses besides 422
-	idempotent       bool   // honours Idempotency-Key
-	handle           func(w http.ResponseWriter, r *http.Request, in input) error
+	// ownBody is a body the handler reads itself (JSON, or a form that
+	// uploads a file); it is documented as JSON and as multipart/form-data.
+	ownBody    *validation.Schema
+	status     int    // success status
+	response   string // component schema of the success body; "" for none
+	errors     []int  // documented error statuses besides 422
+	idempotent bool   // honours Idempotency-Key
+	handle     func(w http.ResponseWriter, r *http.Request, in input) error
 }
 
 // serve authenticates, validates path, query and body together (every error

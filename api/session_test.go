@@ -183,10 +183,14 @@ func TestRunSessionSideBySide(t *testing.T) {
 	e := sharedEnv(t)
 	// The class's primary model is echo (id 1): it is primary wherever it is named.
 	c := e.newClassroom(t, map[string]any{"primary_model_id": 1, "allowed_model_ids": []int{1, 2}})
+	// knowledge_ids name the caller's documents; these share no word with the
+	// prompt, so no passage joins it.
+	k1 := num(t, e.uploadDocument(t, c.student.Access, "Tides", "The moon pulls the oceans."), "knowledge_id")
+	k2 := num(t, e.uploadDocument(t, c.student.Access, "Rocks", "Granite is igneous."), "knowledge_id")
 
 	res, turn := e.startSession(t, c.student.Access, c.class, map[string]any{
 		"prompt_text": "Hello world", "model_names": []string{"echo-reverse", "echo"},
-		"project_id": 12, "knowledge_ids": []int{4, 5},
+		"project_id": 12, "knowledge_ids": []int64{k1, k2},
 	})
 	if len(turn.Results) != 2 {
 		t.Fatalf("%s: want two results", res)
@@ -211,7 +215,7 @@ func TestRunSessionSideBySide(t *testing.T) {
 
 	detail := e.do(t, "GET", sessionPath(turn.SessionID), nil, c.student.Access)
 	wantStatus(t, detail, http.StatusOK)
-	if field(t, detail, "project_id") != jsonNum(12) || fmt.Sprint(field(t, detail, "knowledge_ids")) != "[4 5]" {
+	if field(t, detail, "project_id") != jsonNum(12) || fmt.Sprint(field(t, detail, "knowledge_ids")) != fmt.Sprint([]int64{k1, k2}) {
 		t.Errorf("%s: project_id and knowledge_ids are kept", detail)
 	}
 

@@ -8,6 +8,7 @@ type Commands struct {
 	Classroom     *Classroom
 	Practice      *Practice
 	Sessions      *Sessions
+	Knowledge     *Knowledge
 }
 
 // New builds every handler.

@@ -22,6 +22,9 @@ type Sessions struct {
 	d       Deps
 	gateway *llm.Gateway
 	reads   *queries.DB
+	// Knowledge grounds turns in the session's knowledge documents; nil:
+	// knowledge_ids are checked and kept, but no passages are retrieved.
+	Knowledge *Knowledge
 }
 
 // NewSessions refuses missing dependencies.
@@ -91,7 +94,12 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 		return aggregates.Session{}, Result{}, err
 	}
 	exampleErr := aggregates.CheckFewShotExamples(c.FewShotExampleIDs, owned(examples))
-	if err := errors.Join(modelErr, exampleErr); err != nil {
+	ownedKnowledge, err := s.reads.OwnedKnowledge(ctx, c.Caller.UserID, c.KnowledgeIDs)
+	if err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
+	knowledgeErr := aggregates.CheckKnowledgeIDs(c.KnowledgeIDs, ownedKnowledge)
+	if err := errors.Join(modelErr, exampleErr, knowledgeErr); err != nil {
 		return aggregates.Session{}, Result{}, err
 	}
 	var agent *events.AgentSnapshot
@@ -112,7 +120,12 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 		return aggregates.Session{}, Result{}, err
 	}
 	prompt := aggregates.Prompt{Agent: agent, StyleParams: settings.StyleParams, Examples: pairs(examples), Text: c.PromptText}
+	passages, err := s.ground(ctx, c.Caller.UserID, c.KnowledgeIDs, &prompt)
+	if err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
 	turn := s.callModels(ctx, models, primary, prompt, aggregates.EffectiveParams(settings.StylePreset, settings.GenerationParams))
+	turn.Passages = passages
 	if err := aggregates.CheckAnswers(turn.Answers); err != nil {
 		return aggregates.Session{}, Result{}, err
 	}
@@ -169,8 +182,13 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 	}
 	prompt := aggregates.Prompt{Agent: state.Settings.AgentSnapshot, StyleParams: state.Settings.StyleParams,
 		Examples: pairs(examples), History: state.Turns, Text: c.PromptText}
+	passages, err := s.ground(ctx, c.Caller.UserID, state.KnowledgeIDs, &prompt)
+	if err != nil {
+		return state, Result{}, err
+	}
 	turn := s.callModels(ctx, models, primary, prompt,
 		aggregates.EffectiveParams(state.Settings.StylePreset, state.Settings.GenerationParams))
+	turn.Passages = passages
 	if err := aggregates.CheckAnswers(turn.Answers); err != nil {
 		return state, Result{}, err
 	}
@@ -231,6 +249,25 @@ func (s *Sessions) UpdateSettings(ctx context.Context, c aggregates.UpdateSessio
 		}
 	}
 	return state, examples, res, nil
+}
+
+// ground retrieves the passages of the caller's documents ids that match
+// the prompt's text, each document with its own search settings, and puts
+// them into the prompt; it returns what the turn's event records of them.
+func (s *Sessions) ground(ctx context.Context, caller int64, ids []int64, p *aggregates.Prompt) ([]events.Passage, error) {
+	if s.Knowledge == nil || len(ids) == 0 {
+		return nil, nil
+	}
+	hits, err := s.Knowledge.Passages(ctx, caller, ids, p.Text)
+	if err != nil {
+		return nil, err
+	}
+	var out []events.Passage
+	for _, h := range hits {
+		p.Passages = append(p.Passages, h.Text)
+		out = append(out, events.Passage{KnowledgeID: h.KnowledgeID, ChunkID: h.ChunkID, Score: h.Score, Rank: h.Rank})
+	}
+	return out, nil
 }
 
 // practiceClass reads the class and checks that the caller may practise in it.

@@ -123,6 +123,8 @@ type SessionTurnRecorded struct {
 	Messages   []ChatMessage `json:"messages"`
 	Params     TurnParams    `json:"params"`
 	Results    []TurnResult  `json:"results"`
+	// Passages are the knowledge passages the prompt carried (absent: none).
+	Passages []Passage `json:"passages,omitempty"`
 }
 
 // SessionSettingsUpdated: the owner changed a session's settings. It carries

@@ -19,6 +19,7 @@ import (
 	"lectern/commands"
 	"lectern/events"
 	"lectern/eventstore/postgres"
+	"lectern/knowledge"
 	"lectern/llm"
 	"lectern/mail"
 	"lectern/projections"
@@ -43,6 +44,8 @@ type Config struct {
 	Models *llm.Catalogue
 	// ModelOptions configure the model gateway (tests inject HTTP clients).
 	ModelOptions []llm.Option
+	// Embedder embeds knowledge chunks (nil: the offline embedder).
+	Embedder knowledge.Embedder
 }
 
 // Validate reports every problem at once.
@@ -69,9 +72,11 @@ type Service struct {
 	Identity *commands.Identity
 	Listener *projections.Listener
 	Runner   *projections.Runner
-	pool     *pgxpool.Pool
-	projPool *pgxpool.Pool
-	store    *postgres.Store
+	// Knowledge runs the reindex jobs in the background.
+	Knowledge *commands.Knowledge
+	pool      *pgxpool.Pool
+	projPool  *pgxpool.Pool
+	store     *postgres.Store
 }
 
 // projectionPool is a pool for the projections whose commits do not wait for
@@ -128,6 +133,14 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Embedder == nil {
+		cfg.Embedder = knowledge.NewOffline()
+	}
+	cmds.Knowledge, err = commands.NewKnowledge(deps, reads, cfg.Embedder, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	cmds.Sessions.Knowledge = cmds.Knowledge
 	tokens, err := auth.NewTokens(cfg.JWTKey, auth.Clock(cfg.Now))
 	if err != nil {
 		return nil, err
@@ -144,7 +157,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	runner := projections.NewRunner(projPool, listener, registry, cfg.Logger, Projections()...)
-	s := &Service{Identity: identity, Listener: listener, Runner: runner, pool: cfg.Pool, projPool: projPool, store: store}
+	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool, projPool: projPool, store: store}
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
@@ -182,6 +195,8 @@ func (s *Service) RunBackground(ctx context.Context, withProjections bool) (stop
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.Listener.Run(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.Knowledge.RunJobs(ctx) }()
 	if withProjections {
 		wg.Add(1)
 		go func() {

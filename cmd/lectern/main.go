@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"lectern/auth"
+	"lectern/knowledge"
 	"lectern/llm"
 	"lectern/mail"
 	"lectern/migrations"
@@ -133,7 +134,13 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 		pool.Close()
 		return nil, nil, err
 	}
-	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log, Models: models})
+	embedder, err := knowledge.FromEnv(os.Getenv)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
+		Models: models, Embedder: embedder})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

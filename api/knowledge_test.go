@@ -1,0 +1,416 @@
+package api_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const documentsPath = "/user/document"
+
+func documentPath(id int64) string { return fmt.Sprintf("%s/%d", documentsPath, id) }
+
+// uploadDocument uploads a JSON document and expects it to succeed.
+func (e *env) uploadDocument(t testing.TB, token, title, content string) response {
+	t.Helper()
+	res := e.do(t, "POST", documentsPath, map[string]any{"title": title, "content": content}, token)
+	wantStatus(t, res, http.StatusCreated)
+	return res
+}
+
+// uploadFile sends a multipart/form-data upload of one file.
+func (e *env) uploadFile(t testing.TB, token, filename, contentType string, data []byte, title string) response {
+	t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	if title != "" {
+		if err := mw.WriteField("title", title); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if filename != "" {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q`, filename))
+		if contentType != "" {
+			h.Set("Content-Type", contentType)
+		}
+		part, err := mw.CreatePart(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = part.Write(data)
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res := e.send(t, "POST", documentsPath, buf.Bytes(), token, "Content-Type", mw.FormDataContentType())
+	e.check(t, res)
+	return res
+}
+
+const cellText = "Mitochondria are the powerhouse of the cell. They make ATP through cellular respiration."
+
+func TestUploadDocument(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+
+	res := e.uploadDocument(t, u.Access, "Biology notes", cellText)
+	wantHeader(t, res, "X-Projection-Pending", "")
+	id := num(t, res, "knowledge_id")
+	stamp := timestamp(t, res, "created_at").Format(wireTime)
+	want := fmt.Sprintf(`{"knowledge_id":%d,"user_id":%d,"title":"Biology notes","content_type":"text/plain","size":%d,"chunks":1,"created_at":%q,"updated_at":%q}`,
+		id, u.ID, len(cellText), stamp, stamp)
+	wantBody(t, res, http.StatusCreated, want)
+	wantBody(t, e.do(t, "GET", documentPath(id), nil, u.Access), http.StatusOK, want)
+	wantBody(t, e.do(t, "GET", documentsPath, nil, u.Access), http.StatusOK, `{"items":[`+want+`],"total":1,"page":1,"size":50}`)
+
+	// The default search settings (DESIGN §6).
+	wantBody(t, e.do(t, "GET", documentPath(id)+"/settings/search", nil, u.Access), http.StatusOK,
+		fmt.Sprintf(`{"knowledge_id":%d,"top_k":5,"min_score":"0.0","score_type":"cosine_similarity","reranker_enabled":false,"reranker_model":null,"reranker_top_n":3,"created_at":%q,"updated_at":%q}`,
+			id, stamp, stamp))
+
+	// The text is the event: chunks are derived.
+	evs := e.streamEvents(t, fmt.Sprintf("knowledge-%d", id))
+	if diff := cmp.Diff([]string{"knowledge.document_uploaded"}, eventTypes(evs)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+	if p := payload(t, evs[0]); p["content"] != cellText || p["title"] != "Biology notes" {
+		t.Errorf("payload %v", p)
+	}
+
+	// Validation, authentication and ownership.
+	res = e.do(t, "POST", documentsPath, map[string]any{"title": strings.Repeat("x", 201)}, u.Access)
+	wantStatus(t, res, http.StatusUnprocessableEntity)
+	if !strings.Contains(string(res.Body), `"string_too_long"`) || !strings.Contains(string(res.Body), `"loc":["body","content"]`) {
+		t.Errorf("%s: want string_too_long at title and missing content", res)
+	}
+	wantStatus(t, e.do(t, "POST", documentsPath, map[string]any{"title": "t", "content": "  "}, u.Access), http.StatusUnprocessableEntity)
+	wantStatus(t, e.do(t, "POST", documentsPath, nil, u.Access), http.StatusUnprocessableEntity)
+	wantDetail(t, e.do(t, "POST", documentsPath, map[string]any{"title": "t", "content": "c"}, ""), http.StatusUnauthorized, "Not authenticated")
+	wantDetail(t, e.do(t, "GET", documentsPath, nil, ""), http.StatusUnauthorized, "Not authenticated")
+	other := e.signUp(t)
+	for _, path := range []string{documentPath(id), documentPath(id) + "/settings/search"} {
+		wantStatus(t, e.do(t, "GET", path, nil, other.Access), http.StatusNotFound)
+	}
+	wantStatus(t, e.do(t, "POST", documentPath(id)+"/search", map[string]any{"query": "cell"}, other.Access), http.StatusNotFound)
+	wantBody(t, e.do(t, "GET", documentsPath, nil, other.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
+	wantStatus(t, e.do(t, "GET", documentPath(0), nil, u.Access), http.StatusUnprocessableEntity)
+}
+
+func TestUploadFiles(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+
+	md := "# Tides\n\nThe **moon** pulls the oceans, making tides."
+	res := e.uploadFile(t, u.Access, "tides.md", "", []byte(md), "")
+	wantStatus(t, res, http.StatusCreated)
+	if str(t, res, "content_type") != "text/markdown" || str(t, res, "title") != "tides.md" || num(t, res, "size") != int64(len(md)) {
+		t.Errorf("%s: a Markdown file named tides.md", res)
+	}
+
+	pdf := tinyPDF("Photosynthesis turns light into sugar")
+	res = e.uploadFile(t, u.Access, "leaf.pdf", "application/pdf", pdf, "Leaves")
+	wantStatus(t, res, http.StatusCreated)
+	if str(t, res, "content_type") != "application/pdf" || str(t, res, "title") != "Leaves" || num(t, res, "chunks") != 1 {
+		t.Errorf("%s: a PDF titled Leaves", res)
+	}
+	found := e.do(t, "POST", documentPath(num(t, res, "knowledge_id"))+"/search", map[string]any{"query": "photosynthesis"}, u.Access)
+	wantStatus(t, found, http.StatusOK)
+	if !strings.Contains(string(found.Body), "Photosynthesis turns light into sugar") {
+		t.Errorf("%s: the PDF's text is searchable", found)
+	}
+
+	res = e.uploadFile(t, u.Access, "", "", nil, "no file")
+	wantBody(t, res, http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"missing","loc":["body","file"],"msg":"Field required","input":{"title":"no file"}}]}`)
+	res = e.uploadFile(t, u.Access, "photo.png", "image/png", []byte("\x89PNG"), "")
+	wantStatus(t, res, http.StatusUnprocessableEntity)
+	if !strings.Contains(string(res.Body), `"type":"value_error","loc":["body","file"]`) {
+		t.Errorf("%s: want value_error at file", res)
+	}
+	res = e.uploadFile(t, u.Access, "broken.pdf", "application/pdf", []byte("%PDF-1.4 nothing"), "")
+	wantStatus(t, res, http.StatusUnprocessableEntity)
+}
+
+func TestKnowledgeSearchSettings(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	id := num(t, e.uploadDocument(t, u.Access, "Notes", cellText), "knowledge_id")
+	path := documentPath(id) + "/settings/search"
+
+	res := e.do(t, "PATCH", path, map[string]any{"top_k": 10, "min_score": 0.25, "reranker_enabled": true,
+		"reranker_model": "lexical", "reranker_top_n": 4}, u.Access)
+	wantStatus(t, res, http.StatusOK)
+	wantHeader(t, res, "X-Projection-Pending", "")
+	created := timestamp(t, res, "created_at").Format(wireTime)
+	updated := timestamp(t, res, "updated_at").Format(wireTime)
+	want := fmt.Sprintf(`{"knowledge_id":%d,"top_k":10,"min_score":"0.25","score_type":"cosine_similarity","reranker_enabled":true,"reranker_model":"lexical","reranker_top_n":4,"created_at":%q,"updated_at":%q}`,
+		id, created, updated)
+	wantBody(t, res, http.StatusOK, want)
+	wantBody(t, e.do(t, "GET", path, nil, u.Access), http.StatusOK, want)
+
+	// Omitted fields keep their value; null resets to the default.
+	res = e.do(t, "PATCH", path, map[string]any{"min_score": nil, "reranker_model": nil, "top_k": "7"}, u.Access)
+	wantStatus(t, res, http.StatusOK)
+	if str(t, res, "min_score") != "0.0" || num(t, res, "top_k") != 7 || field(t, res, "reranker_model") != nil ||
+		num(t, res, "reranker_top_n") != 4 || field(t, res, "reranker_enabled") != true {
+		t.Errorf("%s: min_score and reranker_model reset, top_k 7, the rest kept", res)
+	}
+	// Nothing changes: no event.
+	before := len(e.streamEvents(t, fmt.Sprintf("knowledge-%d", id)))
+	wantStatus(t, e.do(t, "PATCH", path, map[string]any{"top_k": 7}, u.Access), http.StatusOK)
+	if after := len(e.streamEvents(t, fmt.Sprintf("knowledge-%d", id))); after != before {
+		t.Errorf("a PATCH that changes nothing appended %d events", after-before)
+	}
+
+	for _, tc := range []struct {
+		body map[string]any
+		want string
+	}{
+		{map[string]any{"min_score": 1.5},
+			`{"detail":[{"type":"less_than_equal","loc":["body","min_score"],"msg":"Input should be less than or equal to 1","input":1.5,"ctx":{"le":1}}]}`},
+		{map[string]any{"score_type": "dot"},
+			`{"detail":[{"type":"literal_error","loc":["body","score_type"],"msg":"Input should be 'cosine_similarity'","input":"dot","ctx":{"expected":"'cosine_similarity'"}}]}`},
+		{map[string]any{"top_k": 0},
+			`{"detail":[{"type":"greater_than_equal","loc":["body","top_k"],"msg":"Input should be greater than or equal to 1","input":0,"ctx":{"ge":1}}]}`},
+		{map[string]any{"reranker_top_n": 8},
+			`{"detail":[{"type":"value_error","loc":["body","reranker_top_n"],"msg":"Value error, reranker_top_n (8) must be less than or equal to top_k (7)","input":{"reranker_top_n":8,"top_k":7},"ctx":{"error":"reranker_top_n (8) must be less than or equal to top_k (7)"}}]}`},
+		{map[string]any{"reranker_enabled": "maybe"},
+			`{"detail":[{"type":"bool_parsing","loc":["body","reranker_enabled"],"msg":"Input should be a valid boolean, unable to interpret input","input":"maybe"}]}`},
+	} {
+		wantBody(t, e.do(t, "PATCH", path, tc.body, u.Access), http.StatusUnprocessableEntity, tc.want)
+	}
+	other := e.signUp(t)
+	wantDetail(t, e.do(t, "PATCH", path, map[string]any{"top_k": 3}, other.Access), http.StatusNotFound, "Knowledge document not found")
+	wantDetail(t, e.do(t, "PATCH", path, map[string]any{"top_k": 3}, ""), http.StatusUnauthorized, "Not authenticated")
+}
+
+func TestSearchDocument(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	var b strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&b, "Paragraph %d is about rivers, lakes and the water cycle of the planet. ", i)
+	}
+	b.WriteString("Volcanoes erupt molten lava from the mantle. ")
+	for i := range 40 {
+		fmt.Fprintf(&b, "Paragraph %d is about forests, trees and the leaves they grow every spring. ", i+40)
+	}
+	res := e.uploadDocument(t, u.Access, "Earth", b.String())
+	id, chunks := num(t, res, "knowledge_id"), num(t, res, "chunks")
+	if chunks < 5 {
+		t.Fatalf("%s: want several chunks", res)
+	}
+	search := func(query string) []map[string]any {
+		t.Helper()
+		res := e.do(t, "POST", documentPath(id)+"/search", map[string]any{"query": query}, u.Access)
+		wantStatus(t, res, http.StatusOK)
+		if str(t, res, "query") != query {
+			t.Errorf("%s: query not echoed", res)
+		}
+		var out []map[string]any
+		for _, r := range field(t, res, "results").([]any) {
+			out = append(out, r.(map[string]any))
+		}
+		return out
+	}
+	results := search("volcanoes, lava and the planet")
+	if len(results) != 5 {
+		t.Fatalf("%d results, want top_k 5", len(results))
+	}
+	if !strings.Contains(results[0]["text"].(string), "Volcanoes erupt") || results[0]["rank"] != json.Number("1") {
+		t.Errorf("the best result %v is not the volcano chunk", results[0])
+	}
+	for i := 1; i < len(results); i++ {
+		prev, _ := results[i-1]["score"].(json.Number).Float64()
+		cur, _ := results[i]["score"].(json.Number).Float64()
+		if cur > prev {
+			t.Errorf("results not best first: %v then %v", prev, cur)
+		}
+	}
+	// min_score keeps only close matches; the reranker keeps reranker_top_n.
+	wantStatus(t, e.do(t, "PATCH", documentPath(id)+"/settings/search", map[string]any{"min_score": "0.2"}, u.Access), http.StatusOK)
+	for _, r := range search("volcanoes, lava and the planet") {
+		if s, _ := r["score"].(json.Number).Float64(); s < 0.2 {
+			t.Errorf("score %v under min_score 0.2", s)
+		}
+	}
+	wantStatus(t, e.do(t, "PATCH", documentPath(id)+"/settings/search", map[string]any{"min_score": 0, "reranker_enabled": true, "reranker_top_n": 2}, u.Access), http.StatusOK)
+	if got := search("forests leaves"); len(got) != 2 {
+		t.Errorf("%d results, want reranker_top_n 2", len(got))
+	}
+	res = e.do(t, "POST", documentPath(id)+"/search", map[string]any{}, u.Access)
+	wantStatus(t, res, http.StatusUnprocessableEntity)
+	wantStatus(t, e.do(t, "POST", documentPath(id+1000000)+"/search", map[string]any{"query": "x"}, u.Access), http.StatusNotFound)
+}
+
+// awaitJob polls a reindex job until it ends.
+func (e *env) awaitJob(t testing.TB, token, path string) response {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := e.do(t, "GET", path, nil, token)
+		wantStatus(t, res, http.StatusOK)
+		if s := str(t, res, "status"); s == "completed" || s == "failed" || time.Now().After(deadline) {
+			return res
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestReindex(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	doc := e.uploadDocument(t, u.Access, "Notes", strings.Repeat("Cells divide by mitosis and meiosis. ", 100))
+	id, chunks := num(t, doc, "knowledge_id"), num(t, doc, "chunks")
+
+	res := e.do(t, "POST", documentPath(id)+"/reindex", nil, u.Access)
+	wantStatus(t, res, http.StatusAccepted)
+	job := num(t, res, "job_id")
+	requested := timestamp(t, res, "requested_at").Format(wireTime)
+	wantBody(t, res, http.StatusAccepted, fmt.Sprintf(`{"job_id":%d,"knowledge_id":%d,"status":"queued","requested_at":%q,"started_at":null,"finished_at":null,"chunks_total":0,"chunks_done":0,"error":null}`,
+		job, id, requested))
+
+	jobPath := fmt.Sprintf("%s/reindex/%d", documentPath(id), job)
+	done := e.awaitJob(t, u.Access, jobPath)
+	if str(t, done, "status") != "completed" || num(t, done, "chunks_total") != chunks || num(t, done, "chunks_done") != chunks ||
+		field(t, done, "error") != nil {
+		t.Fatalf("%s: want completed with %d chunks", done, chunks)
+	}
+	started, finished := timestamp(t, done, "started_at"), timestamp(t, done, "finished_at")
+	if started.Before(timestamp(t, res, "requested_at")) || finished.Before(started) {
+		t.Errorf("%s: requested ≤ started ≤ finished", done)
+	}
+	wantBody(t, e.do(t, "GET", documentPath(id), nil, u.Access), http.StatusOK, string(mustJSON(t, doc)))
+	evs := e.streamEvents(t, fmt.Sprintf("knowledge-%d", id))
+	if diff := cmp.Diff([]string{"knowledge.document_uploaded", "knowledge.reindex_requested", "knowledge.reindex_finished"}, eventTypes(evs)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	other := e.signUp(t)
+	wantStatus(t, e.do(t, "POST", documentPath(id)+"/reindex", nil, other.Access), http.StatusNotFound)
+	wantStatus(t, e.do(t, "GET", jobPath, nil, other.Access), http.StatusNotFound)
+	wantStatus(t, e.do(t, "GET", fmt.Sprintf("%s/reindex/%d", documentPath(id), job+100000), nil, u.Access), http.StatusNotFound)
+	wantDetail(t, e.do(t, "POST", documentPath(id)+"/reindex", nil, ""), http.StatusUnauthorized, "Not authenticated")
+}
+
+func mustJSON(t testing.TB, res response) []byte {
+	t.Helper()
+	return res.Body
+}
+
+// A job a stopped process left running (its lease ran out) is taken up again.
+func TestReindexResumesAnAbandonedJob(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	doc := e.uploadDocument(t, u.Access, "Notes", cellText)
+	id := num(t, doc, "knowledge_id")
+	var job int64
+	err := e.pool.QueryRow(t.Context(), `
+		INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at, started_at, chunks_total, chunks_done, lease_until)
+		VALUES (nextval('knowledge_job_ids'), $1, $2, 'running', now() - interval '1 hour', now() - interval '1 hour', 1, 0, now() - interval '1 minute')
+		RETURNING job_id`, id, u.ID).Scan(&job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := e.awaitJob(t, u.Access, fmt.Sprintf("%s/reindex/%d", documentPath(id), job))
+	if str(t, done, "status") != "completed" || num(t, done, "chunks_done") != 1 {
+		t.Errorf("%s: the abandoned job is resumed and completed", done)
+	}
+}
+
+func TestSessionGroundedInDocument(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	c := e.newClassroom(t, nil)
+	doc := e.uploadDocument(t, c.student.Access, "Cells", cellText)
+	id := num(t, doc, "knowledge_id")
+	noise := e.uploadDocument(t, c.student.Access, "Noise", "Completely unrelated words about sailing boats.")
+	wantStatus(t, e.do(t, "PATCH", documentPath(num(t, noise, "knowledge_id"))+"/settings/search",
+		map[string]any{"min_score": 0.5}, c.student.Access), http.StatusOK)
+
+	prompt := "What do mitochondria make?"
+	_, turn := e.startSession(t, c.student.Access, c.class, map[string]any{"prompt_text": prompt,
+		"knowledge_ids": []int64{id, num(t, noise, "knowledge_id")}})
+	evs := e.streamEvents(t, fmt.Sprintf("session-%d", turn.SessionID))
+	var recorded struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+		Passages []struct {
+			KnowledgeID int64   `json:"knowledge_id"`
+			ChunkID     int64   `json:"chunk_id"`
+			Score       float64 `json:"score"`
+			Rank        int     `json:"rank"`
+		} `json:"passages"`
+	}
+	if err := json.Unmarshal(evs[1].Data, &recorded); err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ Role, Content string }{
+		{"system", "Use these passages:\n[1] " + cellText},
+		{"user", prompt},
+	}
+	if diff := cmp.Diff(want, recorded.Messages); diff != "" {
+		t.Errorf("the messages the model received (-want +got):\n%s", diff)
+	}
+	if len(recorded.Passages) != 1 || recorded.Passages[0].KnowledgeID != id || recorded.Passages[0].ChunkID < 1 ||
+		recorded.Passages[0].Score <= 0 || recorded.Passages[0].Rank != 1 {
+		t.Errorf("passages %+v: want the cell chunk (the noise document's min_score drops its chunk)", recorded.Passages)
+	}
+
+	// A chat retrieves again for the new prompt.
+	res := e.do(t, "POST", sessionPath(turn.SessionID)+"/chat", map[string]any{"prompt_text": "cellular respiration"}, c.student.Access)
+	wantStatus(t, res, http.StatusOK)
+	evs = e.streamEvents(t, fmt.Sprintf("session-%d", turn.SessionID))
+	if !strings.Contains(string(evs[2].Data), `"passages":[{"knowledge_id":`+fmt.Sprint(id)) {
+		t.Errorf("the chat turn records no passage: %s", evs[2].Data)
+	}
+
+	// Another user's document, or one named twice, is refused at its index.
+	other := e.signUp(t)
+	theirs := num(t, e.uploadDocument(t, other.Access, "Theirs", "secret"), "knowledge_id")
+	res = e.do(t, "POST", runPath(c.class), map[string]any{"prompt_text": "hi", "knowledge_ids": []int64{theirs}}, c.student.Access)
+	wantStatus(t, res, http.StatusUnprocessableEntity)
+	if !strings.Contains(string(res.Body), `"loc":["body","knowledge_ids",0]`) {
+		t.Errorf("%s: want an error at knowledge_ids[0]", res)
+	}
+}
+
+// tinyPDF is a valid one-page PDF that shows text in Helvetica.
+func tinyPDF(text string) []byte {
+	content := fmt.Sprintf("BT /F1 12 Tf 72 720 Td (%s) Tj ET", text)
+	objs := []string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+		fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content),
+		"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+	}
+	var b strings.Builder
+	b.WriteString("%PDF-1.4\n")
+	offsets := make([]int, len(objs))
+	for i, o := range objs {
+		offsets[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, off := range offsets {
+		fmt.Fprintf(&b, "%010d 00000 n \n", off)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
+	return []byte(b.String())
+}

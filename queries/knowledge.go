@@ -1,0 +1,138 @@
+package queries
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"lectern/knowledge"
+)
+
+// KnowledgeDocument is the knowledge_documents read model row, with the
+// number of chunks its index holds.
+type KnowledgeDocument struct {
+	ID          int64
+	UserID      int64
+	Title       string
+	ContentType string
+	Size        int64
+	Chunks      int
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+}
+
+const knowledgeColumns = `d.id, d.user_id, d.title, d.content_type, d.size,
+	(SELECT count(*) FROM knowledge_chunks c WHERE c.knowledge_id = d.id), d.created_at, d.updated_at`
+
+func scanKnowledge(row pgx.Row) (KnowledgeDocument, error) {
+	var d KnowledgeDocument
+	err := row.Scan(&d.ID, &d.UserID, &d.Title, &d.ContentType, &d.Size, &d.Chunks, &d.CreatedAt, &d.UpdatedAt)
+	return d, err
+}
+
+func collectKnowledge(row pgx.CollectableRow) (KnowledgeDocument, error) { return scanKnowledge(row) }
+
+// KnowledgeDocument reads one of owner's documents; another user's is not found.
+func (q *DB) KnowledgeDocument(ctx context.Context, owner, id int64) (KnowledgeDocument, error) {
+	d, err := scanKnowledge(q.pool.QueryRow(ctx, `SELECT `+knowledgeColumns+` FROM knowledge_documents d WHERE d.id = $1 AND d.user_id = $2`, id, owner))
+	return d, notFound(err, "Knowledge document")
+}
+
+// KnowledgeDocuments lists owner's documents, oldest first.
+func (q *DB) KnowledgeDocuments(ctx context.Context, owner int64, p Page) (List[KnowledgeDocument], error) {
+	out := List[KnowledgeDocument]{Items: []KnowledgeDocument{}, Page: p}
+	if err := q.pool.QueryRow(ctx, `SELECT count(*) FROM knowledge_documents WHERE user_id = $1`, owner).Scan(&out.Total); err != nil {
+		return out, err
+	}
+	rows, err := q.pool.Query(ctx, `SELECT `+knowledgeColumns+` FROM knowledge_documents d WHERE d.user_id = $1
+		ORDER BY d.id LIMIT $2 OFFSET $3`, owner, p.Size, p.Offset())
+	if err != nil {
+		return out, err
+	}
+	out.Items, err = pgx.CollectRows(rows, collectKnowledge)
+	if out.Items == nil {
+		out.Items = []KnowledgeDocument{}
+	}
+	return out, err
+}
+
+// OwnedKnowledge reports which of ids name owner's documents.
+func (q *DB) OwnedKnowledge(ctx context.Context, owner int64, ids []int64) (map[int64]bool, error) {
+	out := map[int64]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := q.pool.Query(ctx, `SELECT id FROM knowledge_documents WHERE user_id = $1 AND id = ANY($2)`, owner, ids)
+	if err != nil {
+		return nil, err
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	for _, id := range found {
+		out[id] = true
+	}
+	return out, err
+}
+
+// KnowledgeSettings is the knowledge_settings read model row.
+type KnowledgeSettings struct {
+	KnowledgeID     int64
+	TopK            int
+	MinScore        string
+	ScoreType       string
+	RerankerEnabled bool
+	RerankerModel   *string
+	RerankerTopN    int
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// KnowledgeSettings reads the search settings of one of owner's documents.
+func (q *DB) KnowledgeSettings(ctx context.Context, owner, id int64) (KnowledgeSettings, error) {
+	var s KnowledgeSettings
+	err := q.pool.QueryRow(ctx, `
+		SELECT s.knowledge_id, s.top_k, s.min_score, s.score_type, s.reranker_enabled, s.reranker_model, s.reranker_top_n,
+			s.created_at, s.updated_at
+		FROM knowledge_settings s JOIN knowledge_documents d ON d.id = s.knowledge_id
+		WHERE s.knowledge_id = $1 AND d.user_id = $2`, id, owner).
+		Scan(&s.KnowledgeID, &s.TopK, &s.MinScore, &s.ScoreType, &s.RerankerEnabled, &s.RerankerModel, &s.RerankerTopN,
+			&s.CreatedAt, &s.UpdatedAt)
+	return s, notFound(err, "Knowledge document")
+}
+
+// KnowledgeChunks are a document's indexed chunks with their vectors, in
+// document order.
+func (q *DB) KnowledgeChunks(ctx context.Context, id int64) ([]knowledge.Candidate, error) {
+	rows, err := q.pool.Query(ctx, `SELECT id, text, embedding FROM knowledge_chunks WHERE knowledge_id = $1 ORDER BY ord`, id)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (knowledge.Candidate, error) {
+		var c knowledge.Candidate
+		err := row.Scan(&c.ID, &c.Text, &c.Vector)
+		return c, err
+	})
+}
+
+// ReindexJob is a row of the reindex job queue.
+type ReindexJob struct {
+	JobID       int64
+	KnowledgeID int64
+	Status      string
+	RequestedAt time.Time
+	StartedAt   *time.Time
+	FinishedAt  *time.Time
+	ChunksTotal int
+	ChunksDone  int
+	Error       *string
+}
+
+// ReindexJob reads one of owner's reindex jobs of document knowledgeID.
+func (q *DB) ReindexJob(ctx context.Context, owner, knowledgeID, jobID int64) (ReindexJob, error) {
+	var j ReindexJob
+	err := q.pool.QueryRow(ctx, `
+		SELECT job_id, knowledge_id, status, requested_at, started_at, finished_at, chunks_total, chunks_done, error
+		FROM knowledge_reindex_jobs WHERE job_id = $1 AND knowledge_id = $2 AND user_id = $3`, jobID, knowledgeID, owner).
+		Scan(&j.JobID, &j.KnowledgeID, &j.Status, &j.RequestedAt, &j.StartedAt, &j.FinishedAt, &j.ChunksTotal, &j.ChunksDone, &j.Error)
+	return j, notFound(err, "Reindex job")
+}
