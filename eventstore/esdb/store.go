@@ -1,0 +1,270 @@
+// Package esdb is the EventStoreDB adapter of the event store port, over the
+// official gRPC client (github.com/EventStore/EventStore-Client-Go/v4).
+//
+// Streams map one to one; Lectern's 1-based versions are EventStoreDB's
+// 0-based revisions plus one; a log position is EventStoreDB's commit and
+// prepare positions. Event ids are the caller's, so a retried append is
+// idempotent on the server. Stream reads need a server of 22.6 or later (older
+// ones send no positions with stream events).
+package esdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"lectern/eventstore"
+)
+
+// readAllLimit is ReadAll's page size when the caller gives none, as in the
+// PostgreSQL adapter.
+const readAllLimit = 1000
+
+// Store is an eventstore.Store on EventStoreDB.
+type Store struct {
+	c *client.Client
+}
+
+var _ eventstore.Store = (*Store)(nil)
+
+// Open connects to the EventStoreDB node of a connection string such as
+// esdb://localhost:2113?tls=false, and checks that it answers: the client
+// gives up for good when its first discovery fails, so a server that is down
+// must fail here, not on the first append.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := client.ParseConnectionString(url)
+	if err != nil {
+		return nil, fmt.Errorf("esdb: connection string: %w", err)
+	}
+	// The client logs every failed call to stdout, including expected
+	// outcomes such as a wrong expected version; errors reach the caller anyway.
+	cfg.Logger = func(client.LogLevel, string, ...any) {}
+	c, err := client.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("esdb: client: %w", err)
+	}
+	s := New(c)
+	if _, err := s.ReadStream(ctx, "lectern-connection-probe", eventstore.Backwards, 0, 1); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("esdb: connect: %w", err)
+	}
+	return s, nil
+}
+
+// New wraps a client the caller configured; Close closes it.
+func New(c *client.Client) *Store { return &Store{c: c} }
+
+// Close closes the connection.
+func (s *Store) Close() error { return s.c.Close() }
+
+// Client is the underlying client, for subscriptions.
+func (s *Store) Client() *client.Client { return s.c }
+
+// storedMetadata is an event's user metadata as stored: Lectern's metadata
+// plus what EventStoreDB has no field for.
+type storedMetadata struct {
+	eventstore.Metadata
+	RecordedAt    time.Time `json:"recorded_at"`
+	SchemaVersion int       `json:"schema_version"`
+}
+
+// expectedRevision maps a Lectern expected version to EventStoreDB's.
+func expectedRevision(e eventstore.ExpectedVersion) client.ExpectedRevision {
+	if e.IsAny() {
+		return client.Any{}
+	}
+	if v, ok := e.Exactly(); ok {
+		if v == 0 {
+			return client.NoStream{}
+		}
+		return client.StreamRevision{Value: uint64(v - 1)}
+	}
+	return client.StreamExists{}
+}
+
+// Append writes events to stream if it is at the expected version.
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events []eventstore.EventData) (eventstore.AppendResult, error) {
+	if len(events) == 0 {
+		// As in the PostgreSQL adapter; EventStoreDB would answer with no
+		// usable version.
+		return eventstore.AppendResult{}, errors.New("eventstore: append of no events")
+	}
+	data := make([]client.EventData, 0, len(events))
+	for _, e := range events {
+		meta, err := json.Marshal(storedMetadata{Metadata: e.Metadata, RecordedAt: e.RecordedAt.UTC(), SchemaVersion: e.SchemaVersion})
+		if err != nil {
+			return eventstore.AppendResult{}, fmt.Errorf("esdb: append to %q: metadata: %w", stream, err)
+		}
+		payload := []byte(e.Data)
+		if len(payload) == 0 {
+			payload = []byte("null")
+		}
+		data = append(data, client.EventData{
+			EventID:     e.ID,
+			EventType:   e.Type,
+			ContentType: client.ContentTypeJson,
+			Data:        payload,
+			Metadata:    meta,
+		})
+	}
+	res, err := s.c.AppendToStream(ctx, stream, client.AppendToStreamOptions{ExpectedRevision: expectedRevision(expected)}, data...)
+	if err != nil {
+		// esdb.FromError uses a type assertion, which a wrapped error defeats.
+		var esErr *client.Error
+		if errors.As(err, &esErr) && esErr.Code() == client.ErrorCodeWrongExpectedVersion {
+			return eventstore.AppendResult{}, fmt.Errorf("esdb: append to %q expecting %v: %w (%w)", stream, expected, eventstore.ErrWrongExpectedVersion, err)
+		}
+		return eventstore.AppendResult{}, fmt.Errorf("esdb: append to %q: %w", stream, err)
+	}
+	out := eventstore.AppendResult{
+		Version:  int64(res.NextExpectedVersion) + 1,
+		Position: eventstore.Position{Commit: res.CommitPosition, Prepare: res.PreparePosition},
+	}
+	if out.Position.IsZero() {
+		// An idempotent retry is answered without a position: take it from
+		// the last event the first attempt wrote.
+		last, err := s.ReadStream(ctx, stream, eventstore.Backwards, out.Version, 1)
+		if err != nil {
+			return eventstore.AppendResult{}, fmt.Errorf("esdb: append to %q: position of a repeated append: %w", stream, err)
+		}
+		if len(last) == 1 {
+			out.Position = last[0].Position
+		}
+	}
+	return out, nil
+}
+
+// ReadStream reads up to limit events of stream from version from; a stream
+// that does not exist (or was deleted) reads as empty.
+func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {
+	opts := client.ReadStreamOptions{Direction: client.Forwards, From: client.Start{}}
+	if dir == eventstore.Backwards {
+		opts.Direction = client.Backwards
+		opts.From = client.End{}
+	}
+	if from > 0 {
+		opts.From = client.StreamRevision{Value: uint64(from - 1)}
+	}
+	count := uint64(math.MaxInt64)
+	if limit > 0 {
+		count = uint64(limit)
+	}
+	out, err := s.read(ctx, func() (*client.ReadStream, error) { return s.c.ReadStream(ctx, stream, opts, count) }, nil)
+	if err != nil {
+		var esErr *client.Error
+		if errors.As(err, &esErr) && esErr.Code() == client.ErrorCodeResourceNotFound {
+			return []eventstore.RecordedEvent{}, nil
+		}
+		return nil, fmt.Errorf("esdb: read stream %q: %w", stream, err)
+	}
+	return out, nil
+}
+
+// ReadAll reads up to limit events of $all after position after (exclusive),
+// skipping system events (types starting with "$").
+func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	if limit <= 0 {
+		limit = readAllLimit
+	}
+	out := []eventstore.RecordedEvent{}
+	from := after
+	for len(out) < limit {
+		// EventStoreDB reads forwards from a position inclusively: ask for one
+		// more and drop the event at from.
+		var start client.AllPosition = client.Position{Commit: from.Commit, Prepare: from.Prepare}
+		if from.IsZero() {
+			start = client.Start{}
+		}
+		batch := uint64(limit - len(out) + 1)
+		floor := from
+		var seen uint64
+		var last eventstore.Position
+		page, err := s.read(ctx, func() (*client.ReadStream, error) {
+			return s.c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Forwards, From: start}, batch)
+		}, func(ev *client.RecordedEvent) bool {
+			seen++
+			p := eventstore.Position{Commit: ev.Position.Commit, Prepare: ev.Position.Prepare}
+			last = p
+			return p.Compare(floor) > 0 && !strings.HasPrefix(ev.EventType, "$")
+		})
+		if err != nil {
+			return nil, fmt.Errorf("esdb: read all after %v: %w", after, err)
+		}
+		out = append(out, page...)
+		if seen < batch || last.Compare(from) <= 0 {
+			break // the end of the log
+		}
+		from = last
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// read drains a read, keeping the events keep accepts (nil: all).
+func (s *Store) read(ctx context.Context, open func() (*client.ReadStream, error), keep func(*client.RecordedEvent) bool) ([]eventstore.RecordedEvent, error) {
+	rs, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	out := []eventstore.RecordedEvent{}
+	for {
+		ev, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rec := ev.OriginalEvent()
+		if rec == nil || (keep != nil && !keep(rec)) {
+			continue
+		}
+		e, err := fromRecorded(rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+}
+
+// fromRecorded maps a recorded EventStoreDB event to Lectern's.
+func fromRecorded(r *client.RecordedEvent) (eventstore.RecordedEvent, error) {
+	e := eventstore.RecordedEvent{
+		ID:       r.EventID,
+		StreamID: r.StreamID,
+		Version:  int64(r.EventNumber) + 1,
+		Type:     r.EventType,
+		Data:     json.RawMessage(r.Data),
+		// The server's time, unless the metadata carries the recorded time.
+		RecordedAt: r.CreatedDate,
+	}
+	// A server before 22.6 sends no position with stream events (all ones).
+	if r.Position.Commit != math.MaxUint64 {
+		e.Position = eventstore.Position{Commit: r.Position.Commit, Prepare: r.Position.Prepare}
+	}
+	if len(r.UserMetadata) > 0 {
+		var m storedMetadata
+		if err := json.Unmarshal(r.UserMetadata, &m); err != nil {
+			return eventstore.RecordedEvent{}, fmt.Errorf("event %s of %q: metadata: %w", r.EventID, r.StreamID, err)
+		}
+		e.Metadata = m.Metadata
+		e.SchemaVersion = m.SchemaVersion
+		if !m.RecordedAt.IsZero() {
+			e.RecordedAt = m.RecordedAt
+		}
+	}
+	return e, nil
+}

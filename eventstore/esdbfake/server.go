@@ -1,0 +1,211 @@
+// Package esdbfake is an in-process EventStoreDB server for tests: it speaks
+// the real gRPC protocol (the generated protos of EventStore-Client-Go v4), so
+// the official client and Lectern's adapter run against it unchanged, without
+// Docker.
+//
+// It keeps everything in memory. It implements Streams.Append, Streams.Read
+// (streams and $all, both directions, catch-up subscriptions with filters,
+// checkpoints and caught-up), Streams.Delete and Streams.Tombstone, and
+// Gossip.Read (one leader, itself). ServerFeatures and everything else answer
+// Unimplemented, as an old server would, so the client uses no optional
+// feature (no BatchAppend, no persistent subscriptions).
+package esdbfake
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/gossip"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/serverfeatures"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Server is a running fake EventStoreDB node on a 127.0.0.1 port.
+type Server struct {
+	lis  net.Listener
+	grpc *grpc.Server
+	db   *db
+	done chan struct{}
+}
+
+// Start runs a fake server for the test and returns its connection string;
+// the server stops when the test ends.
+func Start(t testing.TB) string {
+	t.Helper()
+	s, err := New()
+	if err != nil {
+		t.Fatalf("esdbfake: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s.URL()
+}
+
+// New starts a fake server on a free 127.0.0.1 port.
+func New() (*Server, error) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("esdbfake: listen: %w", err)
+	}
+	s := &Server{
+		lis: lis,
+		// The client pings every 10 s by default (less when configured), with
+		// or without a call in flight; a stricter policy makes the server close
+		// the connection with ENHANCE_YOUR_CALM.
+		grpc: grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             time.Second,
+			PermitWithoutStream: true,
+		})),
+		db:   newDB(time.Now),
+		done: make(chan struct{}),
+	}
+	streams.RegisterStreamsServer(s.grpc, &streamsService{db: s.db})
+	serverfeatures.RegisterServerFeaturesServer(s.grpc, serverfeatures.UnimplementedServerFeaturesServer{})
+	port := uint32(lis.Addr().(*net.TCPAddr).Port)
+	gossip.RegisterGossipServer(s.grpc, &gossipService{port: port})
+	go func() {
+		defer close(s.done)
+		// Serve returns when Close stops the server.
+		_ = s.grpc.Serve(lis)
+	}()
+	return s, nil
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// URL is the connection string for the client: esdb://127.0.0.1:port?tls=false.
+func (s *Server) URL() string { return "esdb://" + s.Addr() + "?tls=false" }
+
+// Close stops the server, ending open subscriptions.
+func (s *Server) Close() {
+	s.db.close()
+	s.grpc.Stop()
+	<-s.done
+}
+
+// record is one event in the log.
+type record struct {
+	stream   string
+	revision uint64
+	id       uuid.UUID
+	meta     map[string]string // system metadata: type, content-type, created
+	custom   []byte
+	data     []byte
+	pos      uint64 // commit = prepare
+}
+
+func (r *record) eventType() string { return r.meta["type"] }
+
+// streamState is what the server knows about one stream.
+type streamState struct {
+	events     []*record // by revision
+	truncate   uint64    // soft delete: revisions below are hidden
+	deleted    bool      // soft-deleted and not written since
+	tombstoned bool
+}
+
+// last is the last revision and whether the stream has any event.
+func (s *streamState) last() (uint64, bool) {
+	if s == nil || len(s.events) == 0 {
+		return 0, false
+	}
+	return uint64(len(s.events) - 1), true
+}
+
+// visible are the events a read may return.
+func (s *streamState) visible() []*record {
+	if s == nil || s.truncate >= uint64(len(s.events)) {
+		return nil
+	}
+	return s.events[s.truncate:]
+}
+
+// db is the in-memory store behind the gRPC services.
+type db struct {
+	mu      sync.Mutex
+	log     []*record
+	streams map[string]*streamState
+	next    uint64        // position of the next record
+	changed chan struct{} // closed and replaced on every write
+	closed  bool
+	now     func() time.Time
+}
+
+func newDB(now func() time.Time) *db {
+	d := &db{streams: map[string]*streamState{}, next: 128, changed: make(chan struct{}), now: now}
+	// A fresh EventStoreDB node already holds a few system events.
+	for _, sys := range []struct{ stream, typ, data string }{
+		{"$epoch-information", "$epoch-information", `{"epochNumber":0}`},
+		{"$scavenges", "$scavengeIndexInitialized", `{}`},
+		{"$user-admin", "$User", `{"loginName":"admin"}`},
+		{"$settings", "$settings", `{}`},
+	} {
+		st := d.stream(sys.stream)
+		d.write(st, sys.stream, uuid.New(), map[string]string{"type": sys.typ, "content-type": "application/json"}, nil, []byte(sys.data))
+	}
+	return d
+}
+
+func (d *db) stream(name string) *streamState {
+	st := d.streams[name]
+	if st == nil {
+		st = &streamState{}
+		d.streams[name] = st
+	}
+	return st
+}
+
+// write appends one record; the caller holds mu and wakes subscribers.
+func (d *db) write(st *streamState, stream string, id uuid.UUID, meta map[string]string, custom, data []byte) *record {
+	m := make(map[string]string, len(meta)+1)
+	for k, v := range meta {
+		m[k] = v
+	}
+	// .NET ticks (100 ns) since the Unix epoch, as the real server writes.
+	m["created"] = strconv.FormatInt(d.now().UnixNano()/100, 10)
+	r := &record{stream: stream, revision: uint64(len(st.events)), id: id, meta: m, custom: custom, data: data, pos: d.next}
+	// Sparse positions, as in the real transaction log: each record advances
+	// the position by roughly its size.
+	d.next += 64 + uint64(len(stream)+len(custom)+len(data)+len(m["type"]))
+	st.events = append(st.events, r)
+	st.deleted = false
+	d.log = append(d.log, r)
+	return r
+}
+
+func (d *db) notify() {
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+func (d *db) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.closed {
+		d.closed = true
+		close(d.changed)
+	}
+}
+
+// indexAtOrAfter is the index of the first log record at or after pos.
+func (d *db) indexAtOrAfter(pos uint64) int {
+	return sort.Search(len(d.log), func(i int) bool { return d.log[i].pos >= pos })
+}
+
+// indexAfter is the index of the first log record after pos.
+func (d *db) indexAfter(pos uint64) int {
+	return sort.Search(len(d.log), func(i int) bool { return d.log[i].pos > pos })
+}
+
+type gossipService struct {
+	gossip.UnimplementedGossipServer
+	port uint32
+}

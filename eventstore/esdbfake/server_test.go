@@ -1,0 +1,381 @@
+package esdbfake_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/serverfeatures"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
+	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"lectern/eventstore/esdbfake"
+)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func newClient(t *testing.T, url string) *client.Client {
+	t.Helper()
+	cfg, err := client.ParseConnectionString(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = func(client.LogLevel, string, ...any) {}
+	c, err := client.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// rawConn is a plain gRPC connection, to see exactly what the server sends.
+func rawConn(t *testing.T, s *esdbfake.Server) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(s.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func start(t *testing.T) (*esdbfake.Server, *client.Client) {
+	t.Helper()
+	s, err := esdbfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s, newClient(t, s.URL())
+}
+
+func appendN(t *testing.T, c *client.Client, stream string, n int) *client.WriteResult {
+	t.Helper()
+	var evs []client.EventData
+	for range n {
+		evs = append(evs, client.EventData{EventID: uuid.New(), EventType: "thing", ContentType: client.ContentTypeJson, Data: []byte(`{}`)})
+	}
+	res, err := c.AppendToStream(ctx(t), stream, client.AppendToStreamOptions{}, evs...)
+	if err != nil {
+		t.Fatalf("append to %s: %v", stream, err)
+	}
+	return res
+}
+
+func readAll(t *testing.T, c *client.Client, opts client.ReadAllOptions, n uint64) []*client.RecordedEvent {
+	t.Helper()
+	rs, err := c.ReadAll(ctx(t), opts, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []*client.RecordedEvent
+	for {
+		ev, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev.OriginalEvent())
+	}
+}
+
+func TestFreshStoreHoldsSystemEventsWithRequiredMetadata(t *testing.T) {
+	_, c := start(t)
+	before := time.Now().Add(-time.Second)
+	appendN(t, c, "thing-1", 2)
+	evs := readAll(t, c, client.ReadAllOptions{}, 100)
+	system := 0
+	for _, e := range evs {
+		if strings.HasPrefix(e.EventType, "$") {
+			system++
+		}
+		for _, k := range []string{"type", "content-type", "created"} {
+			if e.SystemMetadata[k] == "" {
+				t.Errorf("%s@%d: no %q metadata", e.StreamID, e.EventNumber, k)
+			}
+		}
+		if e.CreatedDate.Before(before) || e.CreatedDate.After(time.Now().Add(time.Second)) {
+			t.Errorf("%s@%d created %v, not now (ticks misread?)", e.StreamID, e.EventNumber, e.CreatedDate)
+		}
+	}
+	if system < 2 || len(evs) != system+2 {
+		t.Errorf("$all holds %d events, %d system: want a few system events and the 2 appended", len(evs), system)
+	}
+}
+
+func TestAllPositionsSparseIncreasingCommitEqualsPrepare(t *testing.T) {
+	_, c := start(t)
+	appendN(t, c, "a-1", 3)
+	appendN(t, c, "b-1", 2)
+	evs := readAll(t, c, client.ReadAllOptions{}, 100)
+	var prev uint64
+	for i, e := range evs {
+		if e.Position.Commit != e.Position.Prepare {
+			t.Errorf("event %d: commit %d != prepare %d", i, e.Position.Commit, e.Position.Prepare)
+		}
+		if e.Position.Commit <= prev+1 {
+			t.Errorf("event %d at %d after %d: positions must be sparse and increasing", i, e.Position.Commit, prev)
+		}
+		prev = e.Position.Commit
+	}
+	// Backwards reads see the same log reversed.
+	back := readAll(t, c, client.ReadAllOptions{Direction: client.Backwards, From: client.End{}}, 100)
+	if len(back) != len(evs) || back[0].EventID != evs[len(evs)-1].EventID {
+		t.Errorf("backwards read does not mirror forwards")
+	}
+}
+
+func TestReadAllForwardsIsInclusive(t *testing.T) {
+	_, c := start(t)
+	appendN(t, c, "a-1", 3)
+	evs := readAll(t, c, client.ReadAllOptions{}, 100)
+	mid := evs[len(evs)-2]
+	got := readAll(t, c, client.ReadAllOptions{From: mid.Position}, 100)
+	if len(got) != 2 || got[0].EventID != mid.EventID {
+		t.Errorf("read from %v returned %d events, first %v; want 2 starting with the event at that position", mid.Position, len(got), got)
+	}
+}
+
+// The client panics on anything but events and stream-not-found in a plain
+// read; check the wire.
+func TestPlainReadsSendOnlyEvents(t *testing.T) {
+	s, c := start(t)
+	appendN(t, c, "a-1", 3)
+	rc := streams.NewStreamsClient(rawConn(t, s))
+	reqs := map[string]*streams.ReadReq_Options{
+		"all": {
+			StreamOption: &streams.ReadReq_Options_All{All: &streams.ReadReq_Options_AllOptions{
+				AllOption: &streams.ReadReq_Options_AllOptions_Start{Start: &shared.Empty{}}}},
+			CountOption: &streams.ReadReq_Options_Count{Count: 100},
+		},
+		"stream": {
+			StreamOption: &streams.ReadReq_Options_Stream{Stream: &streams.ReadReq_Options_StreamOptions{
+				StreamIdentifier: &shared.StreamIdentifier{StreamName: []byte("a-1")},
+				RevisionOption:   &streams.ReadReq_Options_StreamOptions_Start{Start: &shared.Empty{}}}},
+			CountOption: &streams.ReadReq_Options_Count{Count: 100},
+		},
+		"missing stream": {
+			StreamOption: &streams.ReadReq_Options_Stream{Stream: &streams.ReadReq_Options_StreamOptions{
+				StreamIdentifier: &shared.StreamIdentifier{StreamName: []byte("nope-1")},
+				RevisionOption:   &streams.ReadReq_Options_StreamOptions_Start{Start: &shared.Empty{}}}},
+			CountOption: &streams.ReadReq_Options_Count{Count: 100},
+		},
+	}
+	for name, o := range reqs {
+		rs, err := rc.Read(ctx(t), &streams.ReadReq{Options: o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for {
+			m, err := rs.Recv()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			n++
+			switch m.Content.(type) {
+			case *streams.ReadResp_Event:
+			case *streams.ReadResp_StreamNotFound_:
+				if name != "missing stream" {
+					t.Errorf("%s: stream not found", name)
+				}
+			default:
+				t.Errorf("%s: plain read sent %T", name, m.Content)
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: nothing sent", name)
+		}
+	}
+}
+
+func TestServerFeaturesUnimplemented(t *testing.T) {
+	s, _ := start(t)
+	_, err := serverfeatures.NewServerFeaturesClient(rawConn(t, s)).GetSupportedMethods(ctx(t), &shared.Empty{})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("GetSupportedMethods: %v, want Unimplemented", err)
+	}
+}
+
+func TestSubscribeToAllFilteredExclusiveCheckpointsCaughtUpLive(t *testing.T) {
+	_, c := start(t)
+	appendN(t, c, "a-1", 2)
+	evs := readAll(t, c, client.ReadAllOptions{}, 100)
+	first := evs[len(evs)-2] // the first user event
+
+	sub, err := c.SubscribeToAll(ctx(t), client.SubscribeToAllOptions{
+		From:            first.Position,
+		Filter:          client.ExcludeSystemEventsFilter(),
+		MaxSearchWindow: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var got []uuid.UUID
+	checkpoints, caughtUp := 0, false
+	for !caughtUp {
+		e := sub.Recv()
+		switch {
+		case e.EventAppeared != nil:
+			got = append(got, e.EventAppeared.OriginalEvent().EventID)
+		case e.CheckPointReached != nil:
+			checkpoints++
+		case e.CaughtUp != nil:
+			caughtUp = true
+		case e.SubscriptionDropped != nil:
+			t.Fatalf("dropped: %v", e.SubscriptionDropped.Error)
+		}
+	}
+	if len(got) != 1 || got[0] != evs[len(evs)-1].EventID {
+		t.Errorf("caught up with %v; want only the event after the start (exclusive)", got)
+	}
+	if checkpoints == 0 {
+		t.Error("no checkpoint with a search window of 1")
+	}
+
+	// Live: a system event is filtered out, a user event arrives.
+	if _, err := c.AppendToStream(ctx(t), "$sys", client.AppendToStreamOptions{},
+		client.EventData{EventType: "$thing", ContentType: client.ContentTypeJson, Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, c, "b-1", 1)
+	for {
+		e := sub.Recv()
+		if e.SubscriptionDropped != nil {
+			t.Fatalf("dropped: %v", e.SubscriptionDropped.Error)
+		}
+		if e.EventAppeared != nil {
+			if typ := e.EventAppeared.OriginalEvent().EventType; typ != "thing" {
+				t.Fatalf("live event of type %q passed the filter", typ)
+			}
+			if e.EventAppeared.OriginalEvent().StreamID != "b-1" {
+				t.Fatalf("live event from %s", e.EventAppeared.OriginalEvent().StreamID)
+			}
+			return
+		}
+	}
+}
+
+func TestSubscribeToStreamFromRevision(t *testing.T) {
+	_, c := start(t)
+	appendN(t, c, "s-1", 3)
+	sub, err := c.SubscribeToStream(ctx(t), "s-1", client.SubscribeToStreamOptions{From: client.Revision(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	var revs []uint64
+	for {
+		e := sub.Recv()
+		if e.SubscriptionDropped != nil {
+			t.Fatal(e.SubscriptionDropped.Error)
+		}
+		if e.EventAppeared != nil {
+			revs = append(revs, e.EventAppeared.OriginalEvent().EventNumber)
+		}
+		if e.CaughtUp != nil {
+			break
+		}
+	}
+	if len(revs) != 2 || revs[0] != 1 || revs[1] != 2 {
+		t.Errorf("revisions %v, want [1 2]", revs)
+	}
+}
+
+func errCode(err error) client.ErrorCode {
+	var e *client.Error
+	if errors.As(err, &e) {
+		return e.Code()
+	}
+	return -1
+}
+
+func TestWrongExpectedVersion(t *testing.T) {
+	_, c := start(t)
+	appendN(t, c, "w-1", 1)
+	_, err := c.AppendToStream(ctx(t), "w-1", client.AppendToStreamOptions{ExpectedRevision: client.NoStream{}},
+		client.EventData{EventType: "x", ContentType: client.ContentTypeJson, Data: []byte(`{}`)})
+	if errCode(err) != client.ErrorCodeWrongExpectedVersion {
+		t.Errorf("err = %v, want wrong expected version", err)
+	}
+}
+
+func TestDeleteAndTombstone(t *testing.T) {
+	_, c := start(t)
+	appendN(t, c, "d-1", 2)
+	if _, err := c.DeleteStream(ctx(t), "d-1", client.DeleteStreamOptions{ExpectedRevision: client.Revision(1)}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := c.ReadStream(ctx(t), "d-1", client.ReadStreamOptions{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Recv(); errCode(err) != client.ErrorCodeResourceNotFound {
+		t.Errorf("read of a deleted stream: %v, want not found", err)
+	}
+	rs.Close()
+	// A soft-deleted stream can be written again, continuing its revisions.
+	res, err := c.AppendToStream(ctx(t), "d-1", client.AppendToStreamOptions{ExpectedRevision: client.NoStream{}},
+		client.EventData{EventType: "x", ContentType: client.ContentTypeJson, Data: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NextExpectedVersion != 2 {
+		t.Errorf("revision after recreate %d, want 2", res.NextExpectedVersion)
+	}
+
+	appendN(t, c, "t-1", 1)
+	if _, err := c.TombstoneStream(ctx(t), "t-1", client.TombstoneStreamOptions{ExpectedRevision: client.Any{}}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err = c.ReadStream(ctx(t), "t-1", client.ReadStreamOptions{}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Recv(); errCode(err) != client.ErrorCodeStreamDeleted {
+		t.Errorf("read of a tombstoned stream: %v, want stream deleted", err)
+	}
+	rs.Close()
+	_, err = c.AppendToStream(ctx(t), "t-1", client.AppendToStreamOptions{},
+		client.EventData{EventType: "x", ContentType: client.ContentTypeJson, Data: []byte(`{}`)})
+	if errCode(err) != client.ErrorCodeStreamDeleted {
+		t.Errorf("append to a tombstoned stream: %v, want stream deleted", err)
+	}
+}
+
+// A client configured for frequent keepalive pings keeps its connection. (The
+// server permits pings every second, with or without a call in flight;
+// grpc-go raises a client's interval below 10 s to 10 s, so this checks the
+// settings are accepted and the connection survives an idle spell.)
+func TestKeepaliveOptionsAccepted(t *testing.T) {
+	s, err := esdbfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := newClient(t, s.URL()+"&keepAliveInterval=1000&keepAliveTimeout=1000")
+	appendN(t, c, "k-1", 1)
+	time.Sleep(1500 * time.Millisecond)
+	appendN(t, c, "k-1", 1)
+}
