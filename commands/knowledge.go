@@ -29,6 +29,7 @@ type Knowledge struct {
 	reads    *queries.DB
 	embedder knowledge.Embedder
 	logger   *slog.Logger
+	vectors  *vectorCache
 	// Poll is how often an idle worker looks for a job (default 200 ms).
 	Poll time.Duration
 	// Lease is how long a claimed job is the worker's before another worker
@@ -51,7 +52,8 @@ func NewKnowledge(d Deps, reads *queries.DB, embedder knowledge.Embedder, logger
 	if err != nil {
 		return nil, err
 	}
-	return &Knowledge{d: d, reads: reads, embedder: embedder, logger: logger, Poll: 200 * time.Millisecond, Lease: time.Minute}, nil
+	return &Knowledge{d: d, reads: reads, embedder: embedder, logger: logger, vectors: newVectorCache(d.DB),
+		Poll: 200 * time.Millisecond, Lease: time.Minute}, nil
 }
 
 func knowledgeStream(id int64) string { return eventstore.StreamName(events.CategoryKnowledge, id) }
@@ -147,7 +149,7 @@ func (k *Knowledge) search(ctx context.Context, s queries.KnowledgeSettings, que
 	if err != nil {
 		return nil, fmt.Errorf("knowledge %d min_score %q: %w", s.KnowledgeID, s.MinScore, err)
 	}
-	cands, err := k.reads.KnowledgeChunks(ctx, s.KnowledgeID)
+	cands, err := k.vectors.candidates(ctx, s.KnowledgeID)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +158,17 @@ func (k *Knowledge) search(ctx context.Context, s queries.KnowledgeSettings, que
 		return nil, derrors.New(derrors.ErrBadGateway, "The embeddings service failed")
 	}
 	hits := knowledge.Search(vs[0], cands, s.TopK, minScore)
+	ids := make([]int64, len(hits))
+	for i, h := range hits {
+		ids[i] = h.ID
+	}
+	texts, err := k.vectors.texts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i := range hits {
+		hits[i].Text = texts[hits[i].ID]
+	}
 	if s.RerankerEnabled {
 		hits = knowledge.Rerank(query, hits, s.RerankerTopN)
 	}

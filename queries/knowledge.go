@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"lectern/knowledge"
 )
 
 // KnowledgeDocument is the knowledge_documents read model row, with the
@@ -98,20 +96,6 @@ func (q *DB) KnowledgeSettings(ctx context.Context, owner, id int64) (KnowledgeS
 		Scan(&s.KnowledgeID, &s.TopK, &s.MinScore, &s.ScoreType, &s.RerankerEnabled, &s.RerankerModel, &s.RerankerTopN,
 			&s.CreatedAt, &s.UpdatedAt)
 	return s, notFound(err, "Knowledge document")
-}
-
-// KnowledgeChunks are a document's indexed chunks with their vectors, in
-// document order.
-func (q *DB) KnowledgeChunks(ctx context.Context, id int64) ([]knowledge.Candidate, error) {
-	rows, err := q.pool.Query(ctx, `SELECT id, text, embedding FROM knowledge_chunks WHERE knowledge_id = $1 ORDER BY ord`, id)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (knowledge.Candidate, error) {
-		var c knowledge.Candidate
-		err := row.Scan(&c.ID, &c.Text, &c.Vector)
-		return c, err
-	})
 }
 
 // ReindexJob is a row of the reindex job queue.

@@ -35,7 +35,12 @@ import (
 	"lectern/pgtest"
 )
 
-var duration = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
+var (
+	duration = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
+	only     = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice or knowledge")
+)
+
+func want(part string) bool { return *only == "" || *only == part }
 
 func main() {
 	flag.Parse()
@@ -51,52 +56,76 @@ func run() error {
 	if base == "" {
 		return errors.New("DATABASE_URL is not set (make bench starts a throwaway cluster)")
 	}
-	pool, dbName, err := pgtest.NewDatabase(ctx, base)
+	fmt.Printf("lectern-bench: %s per throughput figure; client and server share this machine\n\n", *duration)
+	raw16 := 0.0
+	if want("append") || want("http") {
+		var err error
+		if raw16, err = appendPart(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("http") {
+		if err := httpPart(ctx, base, raw16); err != nil {
+			return err
+		}
+	}
+	if want("practice") {
+		if err := practiceBench(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("knowledge") {
+		return knowledgeBench(ctx, base)
+	}
+	return nil
+}
+
+// appendPart compares appends with raw inserts; it returns the raw rate at
+// 16 writers, the HTTP figure's baseline.
+func appendPart(ctx context.Context, base string) (float64, error) {
+	pool, _, err := pgtest.NewDatabase(ctx, base)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer pool.Close()
-	fmt.Printf("lectern-bench: database %s, %s per throughput figure, GOMAXPROCS-bound client in-process\n\n", dbName, *duration)
 	if _, err := pool.Exec(ctx, `CREATE TABLE bench_raw (stream_id TEXT NOT NULL, version BIGINT NOT NULL, payload JSON, UNIQUE (stream_id, version))`); err != nil {
-		return err
+		return 0, err
 	}
-
 	fmt.Println("## Append throughput (distinct streams) vs raw single-row INSERT")
 	fmt.Printf("%-8s %14s %14s %8s %8s\n", "writers", "append/s", "raw insert/s", "ratio", "target")
 	raw16 := 0.0
 	for _, writers := range []int{1, 8, 16, 32} {
 		rawRate, err := rawInserts(ctx, pool, writers)
 		if err != nil {
-			return err
-		}
-		appendRate, err := appends(ctx, pool, writers)
-		if err != nil {
-			return err
+			return 0, err
 		}
 		if writers == 16 {
 			raw16 = rawRate
 			continue // the baseline of the HTTP figure
 		}
+		appendRate, err := appends(ctx, pool, writers)
+		if err != nil {
+			return 0, err
+		}
 		fmt.Printf("%-8d %14.0f %14.0f %8.2f %8s\n", writers, appendRate, rawRate, appendRate/rawRate, ">= 0.80")
 	}
+	return raw16, nil
+}
 
-	// A database of their own: the server's projections must not first wade
-	// through the throughput runs' events.
-	pool2, dbName2, err := pgtest.NewDatabase(ctx, base)
+// httpPart measures projection lag and POST /agents on a database of its
+// own: the server's projections must not first wade through other runs' events.
+func httpPart(ctx context.Context, base string, raw16 float64) error {
+	pool, dbName, err := pgtest.NewDatabase(ctx, base)
 	if err != nil {
 		return err
 	}
-	defer pool2.Close()
+	defer pool.Close()
 	fmt.Println("\n## Projection lag: append -> row visible to a query (sequential appends)")
-	if err := projectionLag(ctx, pool2, base, dbName2); err != nil {
+	if err := projectionLag(ctx, pool, base, dbName); err != nil {
 		return err
 	}
-
 	fmt.Println("\n## POST /agents over HTTP, 16 concurrent clients, separate server process")
-	if err := httpRun(ctx, base, dbName2, raw16); err != nil {
-		return err
-	}
-	return practiceBench(ctx, base)
+	return httpRun(ctx, base, dbName, raw16)
 }
 
 // measure runs op on workers goroutines for the configured duration and
