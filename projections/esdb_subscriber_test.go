@@ -1,0 +1,439 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/components/cqrs"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/events"
+	"lectern/eventstore"
+	"lectern/eventstore/esdb"
+	"lectern/eventstore/esdbfake"
+	"lectern/eventstore/postgres"
+	"lectern/pgtest"
+)
+
+var esdbQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// esdbProjection is a running projection fed by an ESDBSubscriber through a
+// router built as Runner.router builds it (the runner's savepoint and retry
+// middleware, the cqrs group processor), with the subscriber swapped in.
+type esdbProjection struct {
+	runner *Runner
+	stop   func()
+}
+
+// runESDB runs p over EventStoreDB at url; seen (if set) sees every message
+// the router receives, handled or not.
+func runESDB(t *testing.T, pool *pgxpool.Pool, l *Listener, url string, maxAttempts int, p Projection, seen func(*message.Message)) *esdbProjection {
+	t.Helper()
+	store, err := esdb.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRunner(pool, l, events.NewRegistry(), esdbQuiet, p)
+	r.MaxAttempts = maxAttempts
+	wlog := watermill.NewSlogLogger(esdbQuiet)
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 15 * time.Second}, wlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeRouter := func() error {
+		var err error
+		once.Do(func() { err = router.Close() })
+		return err
+	}
+	if seen != nil {
+		router.AddMiddleware(func(h message.HandlerFunc) message.HandlerFunc {
+			return func(msg *message.Message) ([]*message.Message, error) {
+				seen(msg)
+				return h(msg)
+			}
+		})
+	}
+	handled := map[string]bool{}
+	for _, h := range p.Handlers {
+		handled[marshaler{}.Name(h.NewEvent())] = true
+	}
+	router.AddMiddleware(r.attempts(p.Name, handled, closeRouter))
+	newSub := ESDBSubscribers(store.Client(), pool, l, esdbQuiet)
+	processor, err := cqrs.NewEventGroupProcessorWithConfig(router, cqrs.EventGroupProcessorConfig{
+		GenerateSubscribeTopic: func(cqrs.EventGroupProcessorGenerateSubscribeTopicParams) (string, error) {
+			return postgres.Topic, nil
+		},
+		SubscriberConstructor: func(params cqrs.EventGroupProcessorSubscriberConstructorParams) (message.Subscriber, error) {
+			return newSub(params.EventGroupName)
+		},
+		AckOnUnknownEvent: true,
+		Marshaler:         marshaler{},
+		Logger:            wlog,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := processor.AddHandlersGroup(p.Name, p.Handlers...); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = router.Run(context.Background())
+	}()
+	select {
+	case <-router.Running():
+	case <-done:
+		t.Fatal("router did not start")
+	}
+	var stopOnce sync.Once
+	stop := func() {
+		stopOnce.Do(func() {
+			_ = closeRouter()
+			<-done
+			_ = store.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &esdbProjection{runner: r, stop: stop}
+}
+
+// startListener runs a Listener until the test ends.
+func startListener(t *testing.T, pool *pgxpool.Pool) *Listener {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := NewListener(pool, esdbQuiet)
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return l
+}
+
+func openStore(t *testing.T, url string) *esdb.Store {
+	t.Helper()
+	s, err := esdb.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func appendESDBAgent(t *testing.T, s *esdb.Store, id int64, name string) eventstore.Position {
+	t.Helper()
+	data, _ := json.Marshal(events.AgentCreated{AgentID: id, OwnerID: 1, Name: name, SystemPrompt: "p", IsActive: true})
+	res, err := s.Append(context.Background(), eventstore.StreamName("agent", id), eventstore.NoStream,
+		[]eventstore.EventData{{ID: uuid.New(), Type: "agent.created", SchemaVersion: 1, Data: data,
+			Metadata:   eventstore.Metadata{CorrelationID: "corr-" + name, UserID: 7},
+			RecordedAt: time.Date(2026, 11, 21, 10, 4, 5, 123456000, time.UTC)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Position
+}
+
+// appliedProjection counts every application of every event in esdb_applied,
+// so a re-application shows; a handler given name "poison" writes, then fails.
+func appliedProjection(t *testing.T, pool *pgxpool.Pool, name string) Projection {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE IF NOT EXISTS esdb_applied (
+		event_id TEXT PRIMARY KEY, agent_id BIGINT NOT NULL, stream TEXT NOT NULL, version BIGINT NOT NULL,
+		position TEXT NOT NULL, recorded_at TIMESTAMPTZ NOT NULL, correlation_id TEXT NOT NULL, user_id BIGINT NOT NULL,
+		applied INT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return Projection{Name: name, Handlers: []GroupHandler{
+		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			if _, err := tx.Exec(ctx, `INSERT INTO esdb_applied VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 1)
+				ON CONFLICT (event_id) DO UPDATE SET applied = esdb_applied.applied + 1`,
+				m.EventID, e.AgentID, m.StreamID, m.Version, m.Position, m.RecordedAt, m.CorrelationID, m.UserID); err != nil {
+				return err
+			}
+			if e.Name == "poison" {
+				return errors.New("cannot apply this event")
+			}
+			return nil
+		}),
+	}}
+}
+
+func waitESDB(t *testing.T, l *Listener, pos eventstore.Position, group string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.WaitFor(ctx, pos, group); err != nil {
+		t.Fatalf("projection %s did not reach %v: %v (at %v)", group, pos, err, l.Position(group))
+	}
+}
+
+func checkpoint(t *testing.T, pool *pgxpool.Pool, group string) eventstore.Position {
+	t.Helper()
+	p, err := LoadESDBCheckpoint(context.Background(), pool, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// appliedCounts maps agent id to how many times its event was applied.
+func appliedCounts(t *testing.T, pool *pgxpool.Pool) map[int64]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT agent_id, applied FROM esdb_applied`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]int{}
+	var id int64
+	var n int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { out[id] = n; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestESDBEventsReachProjectionWithMetadataAndCheckpoint(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	url := esdbfake.Start(t)
+	l := startListener(t, pool)
+	runESDB(t, pool, l, url, 5, appliedProjection(t, pool, "esdb-agents"), nil)
+	s := openStore(t, url)
+	var positions []eventstore.Position
+	for id := int64(1); id <= 3; id++ {
+		positions = append(positions, appendESDBAgent(t, s, id, "a"))
+	}
+	last := positions[len(positions)-1]
+	waitESDB(t, l, last, "esdb-agents")
+
+	if got := checkpoint(t, pool, "esdb-agents"); got != last {
+		t.Errorf("checkpoint %v, want %v", got, last)
+	}
+	for i, pos := range positions {
+		id := int64(i + 1)
+		var stream, position, corr string
+		var version, user int64
+		var recorded time.Time
+		var applied int
+		if err := pool.QueryRow(context.Background(), `SELECT stream, version, position, recorded_at, correlation_id, user_id, applied
+			FROM esdb_applied WHERE agent_id = $1`, id).Scan(&stream, &version, &position, &recorded, &corr, &user, &applied); err != nil {
+			t.Fatalf("agent %d: %v", id, err)
+		}
+		want := time.Date(2026, 11, 21, 10, 4, 5, 123456000, time.UTC)
+		if stream != eventstore.StreamName("agent", id) || version != 1 || position != pos.String() ||
+			!recorded.Equal(want) || corr != "corr-a" || user != 7 || applied != 1 {
+			t.Errorf("agent %d applied as %s v%d at %s recorded %v corr %q user %d ×%d; want at %v",
+				id, stream, version, position, recorded, corr, user, applied, pos)
+		}
+	}
+}
+
+// A handler that keeps failing after writing leaves neither its rows nor the
+// checkpoint: both stay where the last applied event left them.
+func TestESDBHandlerFailureCommitsNeitherRowsNorCheckpoint(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	url := esdbfake.Start(t)
+	l := startListener(t, pool)
+	proj := runESDB(t, pool, l, url, 2, appliedProjection(t, pool, "esdb-picky"), nil)
+	s := openStore(t, url)
+	before := appendESDBAgent(t, s, 1, "fine")
+	waitESDB(t, l, before, "esdb-picky")
+	appendESDBAgent(t, s, 2, "poison")
+	appendESDBAgent(t, s, 3, "fine")
+
+	deadline := time.Now().Add(10 * time.Second)
+	for !stalled(proj.runner, "esdb-picky") {
+		if time.Now().After(deadline) {
+			t.Fatalf("projection not reported stalled: %+v", proj.runner.Statuses())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	proj.stop()
+	if got := appliedCounts(t, pool); len(got) != 1 || got[1] != 1 {
+		t.Errorf("applied %v, want only agent 1 once", got)
+	}
+	if got := checkpoint(t, pool, "esdb-picky"); got != before {
+		t.Errorf("checkpoint %v, want %v (just before the poison event)", got, before)
+	}
+	if got := l.Position("esdb-picky"); got != before {
+		t.Errorf("announced %v, want %v", got, before)
+	}
+}
+
+func stalled(r *Runner, name string) bool {
+	for _, s := range r.Statuses() {
+		if s.Name == name && s.Stalled && s.Error != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// A restarted projection resumes after its checkpoint: nothing is applied twice.
+func TestESDBResumesFromCheckpointWithoutReapplying(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	url := esdbfake.Start(t)
+	l := startListener(t, pool)
+	p := appliedProjection(t, pool, "esdb-resume")
+	s := openStore(t, url)
+	first := runESDB(t, pool, l, url, 5, p, nil)
+	appendESDBAgent(t, s, 1, "a")
+	pos := appendESDBAgent(t, s, 2, "a")
+	waitESDB(t, l, pos, "esdb-resume")
+	first.stop()
+
+	pos = appendESDBAgent(t, s, 3, "a")
+	// A fresh listener: the position must come from the new subscriber.
+	l2 := startListener(t, pool)
+	runESDB(t, pool, l2, url, 5, p, nil)
+	waitESDB(t, l2, pos, "esdb-resume")
+	if got := appliedCounts(t, pool); len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Errorf("applied %v, want agents 1, 2, 3 once each", got)
+	}
+	if got := checkpoint(t, pool, "esdb-resume"); got != pos {
+		t.Errorf("checkpoint %v, want %v", got, pos)
+	}
+}
+
+// proxy forwards TCP connections to target; cut drops every open one.
+type proxy struct {
+	lis    net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{lis: lis, target: target}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); _, _ = io.Copy(up, c); _ = up.Close() }()
+			go func() { defer p.wg.Done(); _, _ = io.Copy(c, up); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { _ = lis.Close(); p.cut(); p.wg.Wait() })
+	return p
+}
+
+func (p *proxy) cut() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.conns)
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+	return n
+}
+
+// A dropped connection is resubscribed from the checkpoint, with nothing
+// applied twice.
+func TestESDBReconnectsAfterDroppedConnection(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	fake, err := esdbfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	px := startProxy(t, fake.Addr())
+	l := startListener(t, pool)
+	runESDB(t, pool, l, "esdb://"+px.lis.Addr().String()+"?tls=false", 5, appliedProjection(t, pool, "esdb-reconnect"), nil)
+	s := openStore(t, fake.URL()) // appends go straight to the server
+	pos := appendESDBAgent(t, s, 1, "a")
+	waitESDB(t, l, pos, "esdb-reconnect")
+
+	if n := px.cut(); n == 0 {
+		t.Fatal("no connection through the proxy to drop")
+	}
+	pos = appendESDBAgent(t, s, 2, "a")
+	waitESDB(t, l, pos, "esdb-reconnect")
+	px.cut()
+	pos = appendESDBAgent(t, s, 3, "a")
+	waitESDB(t, l, pos, "esdb-reconnect")
+	if got := appliedCounts(t, pool); len(got) != 3 || got[1] != 1 || got[2] != 1 || got[3] != 1 {
+		t.Errorf("applied %v, want agents 1, 2, 3 once each", got)
+	}
+}
+
+// System events ("$...") never reach the router, yet the server's checkpoints
+// over them advance the stored checkpoint when no event of ours arrives.
+func TestESDBSystemEventsFilteredAndCheckpointsAdvance(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	url := esdbfake.Start(t)
+	l := startListener(t, pool)
+	var mu sync.Mutex
+	var types []string
+	runESDB(t, pool, l, url, 5, appliedProjection(t, pool, "esdb-sparse"), func(m *message.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		types = append(types, m.Metadata.Get(postgres.MetaEventType))
+	})
+	s := openStore(t, url)
+	// 40 system events after the fake's 4: the server checkpoints every 32
+	// events searched.
+	for i := 0; i < 40; i++ {
+		if _, err := s.Client().AppendToStream(context.Background(), "$lectern-test", client.AppendToStreamOptions{},
+			client.EventData{EventID: uuid.New(), EventType: "$test", ContentType: client.ContentTypeJson, Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for checkpoint(t, pool, "esdb-sparse").IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint stored from the server's checkpoints over system events")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cp := checkpoint(t, pool, "esdb-sparse")
+	if l.Position("esdb-sparse") != cp {
+		t.Errorf("announced %v, stored %v", l.Position("esdb-sparse"), cp)
+	}
+	pos := appendESDBAgent(t, s, 1, "a")
+	if pos.Compare(cp) <= 0 {
+		t.Fatalf("append at %v not after checkpoint %v", pos, cp)
+	}
+	waitESDB(t, l, pos, "esdb-sparse")
+	mu.Lock()
+	defer mu.Unlock()
+	if len(types) != 1 || types[0] != "agent.created" {
+		t.Errorf("router saw %v, want only [agent.created]", types)
+	}
+	for _, typ := range types {
+		if strings.HasPrefix(typ, "$") {
+			t.Errorf("system event %q reached the router", typ)
+		}
+	}
+}
