@@ -80,7 +80,7 @@ func components() schema {
 // allComponents merges every area's response schemas.
 func allComponents() schema {
 	out := components()
-	for _, area := range []schema{organisationComponents(), classroomComponents(), practiceComponents(), sessionComponents(), modelComponents(), knowledgeComponents()} {
+	for _, area := range []schema{organisationComponents(), classroomComponents(), practiceComponents(), sessionComponents(), modelComponents(), knowledgeComponents(), adminEventComponents()} {
 		for k, v := range area {
 			out[k] = v
 		}

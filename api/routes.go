@@ -12,6 +12,7 @@ func (s *Server) operations() []operation {
 	ops = append(ops, s.sessionOperations()...)
 	ops = append(ops, s.modelOperations()...)
 	ops = append(ops, s.knowledgeOperations()...)
+	ops = append(ops, s.adminEventOperations()...)
 	return ops
 }
 

@@ -38,7 +38,8 @@ type Envelope struct {
 
 // Registry decodes stored events by type name.
 type Registry struct {
-	decoders map[string]func(json.RawMessage) (Event, error)
+	decoders  map[string]func(json.RawMessage) (Event, error)
+	upcasters map[upcastKey]Upcaster // see upcast.go
 }
 
 // register adds T under its own type name.
@@ -57,13 +58,22 @@ func register[T Event](r *Registry) {
 	}
 }
 
-// Decode turns a stored event back into its type.
+// Decode turns a stored event back into its type, upcasting a payload of an
+// older schema version to the current shape first.
 func (r *Registry) Decode(eventType string, schemaVersion int, data json.RawMessage) (Event, error) {
 	dec, ok := r.decoders[eventType]
 	if !ok {
 		return nil, fmt.Errorf("events: unknown event type %q", eventType)
 	}
-	return dec(data)
+	data, reached, err := r.Upcast(eventType, schemaVersion, data)
+	if err != nil {
+		return nil, err
+	}
+	e, err := dec(data)
+	if err != nil {
+		return nil, err
+	}
+	return e, checkVersion(eventType, reached, e)
 }
 
 // Known reports whether eventType is registered.

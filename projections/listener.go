@@ -133,7 +133,9 @@ func (l *Listener) advance(group string, pos eventstore.Position) {
 
 // Refresh reads every projection's committed position from the database.
 func (l *Listener) Refresh(ctx context.Context) error {
-	rows, err := l.pool.Query(ctx, `SELECT consumer_group, last_processed_transaction_id::text, coalesce(offset_acked, 0) FROM projection_offsets`)
+	rows, err := l.pool.Query(ctx, `
+		SELECT consumer_group, last_processed_transaction_id::text, coalesce(offset_acked, 0) FROM projection_offsets
+		UNION ALL SELECT consumer_group, commit_position::text, prepare_position FROM esdb_checkpoints`)
 	if err != nil {
 		return err
 	}

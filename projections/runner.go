@@ -99,7 +99,8 @@ func (marshaler) Marshal(any) (*message.Message, error) {
 }
 
 func (m marshaler) Unmarshal(msg *message.Message, v any) error {
-	if err := json.Unmarshal(msg.Payload, v); err != nil {
+	sv, _ := strconv.Atoi(msg.Metadata.Get(postgres.MetaSchemaVersion)) // unset reads as version 1
+	if err := m.registry.DecodeInto(msg.Metadata.Get(postgres.MetaEventType), sv, json.RawMessage(msg.Payload), v); err != nil {
 		return fmt.Errorf("decode %s %s: %w", msg.Metadata.Get(postgres.MetaEventType), msg.UUID, err)
 	}
 	return nil
@@ -210,6 +211,8 @@ type Runner struct {
 	Fallback time.Duration
 	// AttemptTimeout bounds one attempt at applying one event.
 	AttemptTimeout time.Duration
+	// Subscribers, if set, replaces watermill-sql's subscriber (EventStoreDB).
+	Subscribers func(group string) (message.Subscriber, error)
 
 	mu     sync.Mutex
 	status map[string]*Status
@@ -305,6 +308,9 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 			return postgres.Topic, nil
 		},
 		SubscriberConstructor: func(params cqrs.EventGroupProcessorSubscriberConstructorParams) (message.Subscriber, error) {
+			if r.Subscribers != nil {
+				return r.Subscribers(params.EventGroupName)
+			}
 			// No ack deadline: on expiry watermill-sql would commit while the
 			// handler still runs. Each attempt has its own timeout instead.
 			noDeadline := time.Duration(0)

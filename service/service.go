@@ -18,6 +18,8 @@ import (
 	"lectern/auth"
 	"lectern/commands"
 	"lectern/events"
+	"lectern/eventstore"
+	"lectern/eventstore/esdb"
 	"lectern/eventstore/postgres"
 	"lectern/knowledge"
 	"lectern/llm"
@@ -40,6 +42,9 @@ type Config struct {
 	// AddressLimit overrides the per-address attempt limit of identity
 	// operations (0: the default).
 	AddressLimit int
+	// EventStoreURL selects EventStoreDB (esdb://...) as the event store;
+	// empty: the PostgreSQL store in the same database.
+	EventStoreURL string
 	// Models is the model catalogue (nil: the built-in echo models).
 	Models *llm.Catalogue
 	// ModelOptions configure the model gateway (tests inject HTTP clients).
@@ -73,10 +78,10 @@ type Service struct {
 	Listener *projections.Listener
 	Runner   *projections.Runner
 	// Knowledge runs the reindex jobs in the background.
-	Knowledge *commands.Knowledge
-	pool      *pgxpool.Pool
-	projPool  *pgxpool.Pool
-	store     *postgres.Store
+	Knowledge  *commands.Knowledge
+	pool       *pgxpool.Pool
+	projPool   *pgxpool.Pool
+	closeStore func()
 }
 
 // projectionPool is a pool for the projections whose commits do not wait for
@@ -96,7 +101,7 @@ func projectionPool(main *pgxpool.Pool) (*pgxpool.Pool, error) {
 
 // Close releases the service's own connections (not the caller's pool).
 func (s *Service) Close() {
-	s.store.Close()
+	s.closeStore()
 	s.projPool.Close()
 }
 
@@ -122,7 +127,21 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	registry := events.NewRegistry()
-	store := postgres.New(cfg.Pool, cfg.Now)
+	listener := projections.NewListener(cfg.Pool, cfg.Logger)
+	var store eventstore.Store
+	var closeStore func()
+	var es *esdb.Store
+	if strings.HasPrefix(cfg.EventStoreURL, "esdb://") || strings.HasPrefix(cfg.EventStoreURL, "esdb+discover://") {
+		var err error
+		if es, err = esdb.Open(context.Background(), cfg.EventStoreURL); err != nil {
+			return nil, fmt.Errorf("EVENTSTORE_URL: %w", err)
+		}
+		store, closeStore = es, func() { _ = es.Close() }
+	} else {
+		pg := postgres.New(cfg.Pool, cfg.Now)
+		pg.OnAppend(listener.WakeLocal)
+		store, closeStore = pg, pg.Close
+	}
 	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now}
 	cmds, err := commands.New(deps)
 	if err != nil {
@@ -150,14 +169,16 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	identity.AddressLimit = cfg.AddressLimit
-	listener := projections.NewListener(cfg.Pool, cfg.Logger)
-	store.OnAppend(listener.WakeLocal)
 	projPool, err := projectionPool(cfg.Pool)
 	if err != nil {
 		return nil, err
 	}
 	runner := projections.NewRunner(projPool, listener, registry, cfg.Logger, Projections()...)
-	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool, projPool: projPool, store: store}
+	if es != nil {
+		runner.Subscribers = projections.ESDBSubscribers(es.Client(), projPool, listener, cfg.Logger)
+	}
+	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool,
+		projPool: projPool, closeStore: closeStore}
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,

@@ -40,7 +40,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd())
+	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd(), eventsCmd())
 	return cmd
 }
 
@@ -140,7 +140,7 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 		return nil, nil, err
 	}
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
-		Models: models, Embedder: embedder})
+		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL")})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

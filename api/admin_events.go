@@ -1,0 +1,122 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"lectern/api/validation"
+	"lectern/derrors"
+	"lectern/eventstore"
+	"lectern/queries"
+)
+
+// The event history for administrators (DESIGN §7, §9): the log as stored,
+// paged by position cursor, password hashes redacted.
+
+const defaultEventPage = 100
+
+var (
+	eventPageQuery = []validation.Field{
+		{Name: "after", Kind: validation.String, MaxLength: 64,
+			Description: "A position cursor (`next` of the previous page, or an event's position): only events after it"},
+		{Name: "limit", Kind: validation.Int, Ge: bound(1), Le: bound(queries.MaxEventPage), Default: defaultEventPage},
+	}
+	eventListQuery = append([]validation.Field{
+		{Name: "category", Kind: validation.String, MaxLength: maxName, Description: "Streams of this category (`user`, `agent`, ...)"},
+		{Name: "type", Kind: validation.String, MaxLength: maxName, Description: "Events of this type (`user.signed_up`, ...)"},
+		{Name: "stream", Kind: validation.String, MaxLength: maxName, Description: "Events of this stream (`user-7`, ...)"},
+	}, eventPageQuery...)
+	streamPath = []validation.Field{{Name: "stream", Kind: validation.String, Required: true, MinLength: 1, MaxLength: maxName}}
+)
+
+// adminEventOperations are the event history's routes.
+func (s *Server) adminEventOperations() []operation {
+	return []operation{
+		{method: http.MethodGet, path: "/admin/events", id: "list_events", tag: "administration", auth: true,
+			summary: "Read the event log in log order, filtered (admin)", query: eventListQuery, status: 200, response: "EventPage",
+			errors: []int{401, 403}, handle: s.listEvents},
+		{method: http.MethodGet, path: "/admin/events/streams/{stream}", id: "list_stream_events", tag: "administration", auth: true,
+			summary:    "Read one stream's events in log order (admin); a stream with no events reads as empty",
+			pathParams: streamPath, query: eventPageQuery, status: 200, response: "EventPage",
+			errors: []int{401, 403}, handle: s.listStreamEvents},
+	}
+}
+
+// adminEventComponents are their response schemas.
+func adminEventComponents() schema {
+	return schema{
+		"StoredEvent": object(schema{
+			"position": str(), "stream": str(), "version": integer(), "type": str(), "schema_version": integer(),
+			"data": schema{}, "metadata": schema{"type": "object"}, "recorded_at": dateTime(),
+			"event_id": schema{"type": "string", "format": "uuid"},
+		}, "position", "stream", "version", "type", "schema_version", "data", "metadata", "recorded_at", "event_id"),
+		"EventPage": object(schema{"items": arrayOf(ref("StoredEvent")), "next": nullable(str())}, "items", "next"),
+	}
+}
+
+type storedEventJSON struct {
+	Position      string          `json:"position"`
+	Stream        string          `json:"stream"`
+	Version       int64           `json:"version"`
+	Type          string          `json:"type"`
+	SchemaVersion int             `json:"schema_version"`
+	Data          json.RawMessage `json:"data"`
+	Metadata      json.RawMessage `json:"metadata"`
+	RecordedAt    string          `json:"recorded_at"`
+	EventID       string          `json:"event_id"`
+}
+
+type eventPageJSON struct {
+	Items []storedEventJSON `json:"items"`
+	Next  *string           `json:"next"`
+}
+
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, in input) error {
+	f := queries.EventFilter{}
+	f.Category, _ = in.query.String("category")
+	f.Type, _ = in.query.String("type")
+	f.Stream, _ = in.query.String("stream")
+	return s.eventPage(w, r, in, f)
+}
+
+func (s *Server) listStreamEvents(w http.ResponseWriter, r *http.Request, in input) error {
+	f := queries.EventFilter{}
+	f.Stream, _ = in.path.String("stream")
+	return s.eventPage(w, r, in, f)
+}
+
+// eventPage reads one page past the cursor: next is null at the end of the
+// log (poll again from the last item's position for later events).
+func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f queries.EventFilter) error {
+	if err := requireAdmin(in.user); err != nil {
+		return err
+	}
+	if after, ok := in.query.String("after"); ok && after != "" {
+		pos, err := eventstore.ParsePosition(after)
+		if err != nil {
+			return derrors.Invalid([]any{"query", "after"}, after, "after must be a position cursor such as \"1234-56\"")
+		}
+		f.After = pos
+	}
+	limit := int64(defaultEventPage)
+	if l, ok := in.query.Int("limit"); ok {
+		limit = l
+	}
+	f.Limit = int(limit)
+	evs, more, err := s.deps.Queries.Events(r.Context(), f)
+	if err != nil {
+		return err
+	}
+	page := eventPageJSON{Items: make([]storedEventJSON, 0, len(evs))}
+	for _, e := range evs {
+		page.Items = append(page.Items, storedEventJSON{Position: e.Position.String(), Stream: e.Stream, Version: e.Version,
+			Type: e.Type, SchemaVersion: e.SchemaVersion, Data: e.Data, Metadata: e.Metadata,
+			RecordedAt: ts(e.RecordedAt), EventID: e.EventID.String()})
+	}
+	if more {
+		next := page.Items[len(page.Items)-1].Position
+		page.Next = &next
+	}
+	writeJSON(w, http.StatusOK, page)
+	return nil
+}

@@ -1,0 +1,141 @@
+package events_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"lectern/events"
+)
+
+// noteV3 is a test event at schema version 3: v1 was {"text"}, v2 renamed
+// it to {"body"}, v3 added {"lang"} with "en" for older notes.
+type noteV3 struct {
+	Body string `json:"body"`
+	Lang string `json:"lang"`
+}
+
+func (noteV3) EventType() string  { return "test.note" }
+func (noteV3) SchemaVersion() int { return 3 }
+
+func rename(from, to string) events.Upcaster {
+	return func(data json.RawMessage) (json.RawMessage, error) {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, err
+		}
+		m[to] = m[from]
+		delete(m, from)
+		return json.Marshal(m)
+	}
+}
+
+func addLang(data json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	m["lang"] = json.RawMessage(`"en"`)
+	return json.Marshal(m)
+}
+
+func noteRegistry(steps int) *events.Registry {
+	r := events.NewRegistry()
+	events.Register[noteV3](r)
+	if steps >= 1 {
+		r.RegisterUpcaster("test.note", 1, rename("text", "body"))
+	}
+	if steps >= 2 {
+		r.RegisterUpcaster("test.note", 2, addLang)
+	}
+	return r
+}
+
+func TestDecodeUpcastsOldPayloads(t *testing.T) {
+	t.Parallel()
+	r := noteRegistry(2)
+	for _, tc := range []struct {
+		name    string
+		version int
+		data    string
+		want    noteV3
+	}{
+		{"v1 through both steps", 1, `{"text":"hi"}`, noteV3{Body: "hi", Lang: "en"}},
+		{"an unset version reads as v1", 0, `{"text":"hi"}`, noteV3{Body: "hi", Lang: "en"}},
+		{"v2 through the last step", 2, `{"body":"hi"}`, noteV3{Body: "hi", Lang: "en"}},
+		{"v3 as stored", 3, `{"body":"hi","lang":"fr"}`, noteV3{Body: "hi", Lang: "fr"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := r.Decode("test.note", tc.version, json.RawMessage(tc.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, e); diff != "" {
+				t.Errorf("Decode (-want +got):\n%s", diff)
+			}
+			var into noteV3
+			if err := r.DecodeInto("test.note", tc.version, json.RawMessage(tc.data), &into); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, into); diff != "" {
+				t.Errorf("DecodeInto (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecodeRefusesShapesItCannotReach(t *testing.T) {
+	t.Parallel()
+	failing := events.NewRegistry()
+	events.Register[noteV3](failing)
+	failing.RegisterUpcaster("test.note", 1, func(json.RawMessage) (json.RawMessage, error) {
+		return nil, json.Unmarshal([]byte("{"), new(any))
+	})
+	for _, tc := range []struct {
+		name    string
+		r       *events.Registry
+		version int
+		want    string
+	}{
+		{"a missing step", noteRegistry(1), 1, "reached schema version 2, but the type is at version 3"},
+		{"no steps", noteRegistry(0), 1, "reached schema version 1, but the type is at version 3"},
+		{"a newer release's payload", noteRegistry(2), 4, "reached schema version 4, but the type is at version 3"},
+		{"a failing step", failing, 1, "upcast test.note from version 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.r.Decode("test.note", tc.version, json.RawMessage(`{"text":"hi"}`))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Decode error %v, want one containing %q", err, tc.want)
+			}
+			err = tc.r.DecodeInto("test.note", tc.version, json.RawMessage(`{"text":"hi"}`), new(noteV3))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("DecodeInto error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestEveryRegisteredEventStillDecodesAtVersionOne(t *testing.T) {
+	t.Parallel()
+	// Lectern's own types are all at version 1 with no upcasters: the
+	// version check must not refuse history already stored.
+	e, err := events.NewRegistry().Decode("agent.created", 1, json.RawMessage(`{"agent_id":3,"name":"Tutor"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.(events.AgentCreated); got.AgentID != 3 || got.Name != "Tutor" {
+		t.Errorf("decoded %+v", got)
+	}
+}
+
+func TestDuplicateUpcasterPanics(t *testing.T) {
+	t.Parallel()
+	defer func() {
+		if recover() == nil {
+			t.Error("a second upcaster for test.note from version 1 did not panic")
+		}
+	}()
+	noteRegistry(1).RegisterUpcaster("test.note", 1, addLang)
+}
