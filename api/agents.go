@@ -134,11 +134,7 @@ func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, in input) er
 	if err != nil {
 		return err
 	}
-	out := listJSON[agentJSON]{Items: []agentJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, a := range list.Items {
-		out.Items = append(out.Items, agentFromRow(a))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, list, agentFromRow)
 	return nil
 }
 

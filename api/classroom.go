@@ -455,11 +455,7 @@ func (s *Server) listCourses(w http.ResponseWriter, r *http.Request, in input) e
 	if err != nil {
 		return err
 	}
-	out := listJSON[courseJSON]{Items: []courseJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, c := range list.Items {
-		out.Items = append(out.Items, courseFromRow(c))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, list, courseFromRow)
 	return nil
 }
 
@@ -611,11 +607,7 @@ func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, in input) e
 		return err
 	}
 	now := s.deps.Commands.Classroom.Now()
-	out := listJSON[classJSON]{Items: []classJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, c := range list.Items {
-		out.Items = append(out.Items, classFromRow(c, now))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, list, func(c queries.Class) classJSON { return classFromRow(c, now) })
 	return nil
 }
 
@@ -656,16 +648,8 @@ func (s *Server) listClassEnrollments(w http.ResponseWriter, r *http.Request, in
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, enrollmentList(list))
+	writeList(w, list, enrollmentFromRow)
 	return nil
-}
-
-func enrollmentList(list queries.List[queries.Enrollment]) listJSON[enrollmentJSON] {
-	out := listJSON[enrollmentJSON]{Items: []enrollmentJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, e := range list.Items {
-		out.Items = append(out.Items, enrollmentFromRow(e))
-	}
-	return out
 }
 
 func (s *Server) enrollStudent(w http.ResponseWriter, r *http.Request, in input) error {
@@ -706,7 +690,7 @@ func (s *Server) listMyEnrollments(w http.ResponseWriter, r *http.Request, in in
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, enrollmentList(list))
+	writeList(w, list, enrollmentFromRow)
 	return nil
 }
 

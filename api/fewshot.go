@@ -169,11 +169,7 @@ func (s *Server) listFewShots(w http.ResponseWriter, r *http.Request, in input) 
 	if err != nil {
 		return err
 	}
-	out := listJSON[fewShotJSON]{Items: []fewShotJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, x := range list.Items {
-		out.Items = append(out.Items, fewShotFromRow(x))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, list, fewShotFromRow)
 	return nil
 }
 

@@ -318,11 +318,7 @@ func (s *Server) listDocuments(w http.ResponseWriter, r *http.Request, in input)
 	if err != nil {
 		return err
 	}
-	out := listJSON[documentJSON]{Items: []documentJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, d := range list.Items {
-		out.Items = append(out.Items, documentFromRow(d))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, list, documentFromRow)
 	return nil
 }
 

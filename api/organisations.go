@@ -169,11 +169,9 @@ func (s *Server) listOrganisations(w http.ResponseWriter, r *http.Request, in in
 	if err != nil {
 		return err
 	}
-	out := listJSON[orgJSON]{Items: []orgJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, o := range list.Items {
-		out.Items = append(out.Items, orgJSON{ID: o.ID, Name: o.Name, CreatedAt: ts(o.CreatedAt), UpdatedAt: ts(o.UpdatedAt)})
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, list, func(o queries.Organisation) orgJSON {
+		return orgJSON{ID: o.ID, Name: o.Name, CreatedAt: ts(o.CreatedAt), UpdatedAt: ts(o.UpdatedAt)}
+	})
 	return nil
 }
 
@@ -239,11 +237,7 @@ func (s *Server) listPromotions(w http.ResponseWriter, r *http.Request, in input
 	if err != nil {
 		return err
 	}
-	out := listJSON[promotionJSON]{Items: []promotionJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, p := range list.Items {
-		out.Items = append(out.Items, promotionFromRow(p))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, list, promotionFromRow)
 	return nil
 }
 

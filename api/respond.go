@@ -11,6 +11,7 @@ import (
 
 	"lectern/api/validation"
 	"lectern/derrors"
+	"lectern/queries"
 )
 
 // timeFormat is UTC RFC 3339 with microseconds, as every timestamp on the wire.
@@ -110,4 +111,13 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.Info("request rejected", "status", status, "error", err, "request_id", requestID(r.Context()))
 	}
 	writeDetail(w, status, msg)
+}
+
+// writeList renders one page of a read model as {items, total, page, size}.
+func writeList[R, J any](w http.ResponseWriter, list queries.List[R], conv func(R) J) {
+	out := listJSON[J]{Items: make([]J, 0, len(list.Items)), Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
+	for _, x := range list.Items {
+		out.Items = append(out.Items, conv(x))
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -496,11 +496,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, in input) 
 	if err != nil {
 		return err
 	}
-	out := listJSON[practiceSessionJSON]{Items: []practiceSessionJSON{}, Total: list.Total, Page: list.Page.Page, Size: list.Page.Size}
-	for _, x := range list.Items {
-		out.Items = append(out.Items, sessionFromRow(x))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeList(w, list, sessionFromRow)
 	return nil
 }
 
