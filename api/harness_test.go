@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // notInDocument are the operational routes the OpenAPI document leaves out.
 func notInDocument(pattern string) bool {
-	return pattern == "/openapi.json" || pattern == "/healthz" || pattern == "/readyz" || strings.HasPrefix(pattern, "/docs")
+	return pattern == "/openapi.json" || pattern == "/healthz" || pattern == "/readyz" || pattern == "/metrics" || strings.HasPrefix(pattern, "/docs")
 }
 
 var (

@@ -21,6 +21,7 @@ import (
 	"lectern/derrors"
 	"lectern/eventstore"
 	"lectern/llm"
+	"lectern/metrics"
 	"lectern/projections"
 	"lectern/queries"
 )
@@ -39,6 +40,8 @@ type Deps struct {
 	ConsistencyWait time.Duration
 	// Ready reports whether the service can serve (readiness probe).
 	Ready func(ctx context.Context) error
+	// Metrics, if set, counts requests and serves GET /metrics.
+	Metrics *metrics.Metrics
 }
 
 // Validate reports every missing dependency.
@@ -75,6 +78,10 @@ func New(deps Deps) (*Server, error) {
 	s.ops = s.operations()
 
 	r := chi.NewRouter()
+	// Metrics outermost, so it records the 500 accessLog writes on a panic.
+	if deps.Metrics != nil {
+		r.Use(deps.Metrics.Middleware)
+	}
 	r.Use(withRequestID, accessLog(deps.Logger), limitBody)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeDetail(w, http.StatusNotFound, "Not Found") })
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
@@ -104,6 +111,9 @@ func New(deps Deps) (*Server, error) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
+	if deps.Metrics != nil {
+		r.Method(http.MethodGet, "/metrics", deps.Metrics.Handler())
+	}
 	s.handler = r
 	return s, nil
 }

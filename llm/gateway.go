@@ -139,6 +139,7 @@ type Gateway struct {
 	lookupEnv   func(string) (string, bool)
 	backoffBase time.Duration
 	backoffMax  time.Duration
+	observe     func(Result)
 }
 
 // Option configures a Gateway.
@@ -159,6 +160,11 @@ func WithLookupEnv(f func(string) (string, bool)) Option {
 // WithBackoff sets the wait before retry n (0-based): base·2ⁿ with jitter,
 // capped at ceiling. A Retry-After longer than ceiling is not waited for: the call
 // fails at once. Defaults: 200 ms and 5 s.
+// WithObserver sets a function called with the Result of every Complete
+// (metrics); it must be fast and safe for concurrent use.
+func WithObserver(f func(Result)) Option { return func(g *Gateway) { g.observe = f } }
+
+// WithBackoff
 func WithBackoff(base, ceiling time.Duration) Option {
 	return func(g *Gateway) { g.backoffBase, g.backoffMax = base, ceiling }
 }
@@ -208,6 +214,9 @@ func (g *Gateway) Complete(ctx context.Context, model Model, req Request) Result
 		}
 	}
 	res.Latency = g.clock.Now().Sub(start)
+	if g.observe != nil {
+		g.observe(res)
+	}
 	return res
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"lectern/knowledge"
 	"lectern/llm"
 	"lectern/mail"
+	"lectern/metrics"
 	"lectern/projections"
 	"lectern/queries"
 	"lectern/ratelimit"
@@ -128,6 +130,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	registry := events.NewRegistry()
 	listener := projections.NewListener(cfg.Pool, cfg.Logger)
+	m := metrics.New()
 	var store eventstore.Store
 	var closeStore func()
 	var es *esdb.Store
@@ -142,13 +145,15 @@ func New(cfg Config) (*Service, error) {
 		pg.OnAppend(listener.WakeLocal)
 		store, closeStore = pg, pg.Close
 	}
+	store = metrics.CountingStore(store, m)
 	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now}
 	cmds, err := commands.New(deps)
 	if err != nil {
 		return nil, err
 	}
 	reads := queries.New(cfg.Pool)
-	cmds.Sessions, err = commands.NewSessions(deps, llm.New(cfg.Models, cfg.ModelOptions...), reads)
+	modelOptions := append(slices.Clip(cfg.ModelOptions), llm.WithObserver(m.ObserveModelResult))
+	cmds.Sessions, err = commands.NewSessions(deps, llm.New(cfg.Models, modelOptions...), reads)
 	if err != nil {
 		return nil, err
 	}
@@ -177,12 +182,17 @@ func New(cfg Config) (*Service, error) {
 	if es != nil {
 		runner.Subscribers = projections.ESDBSubscribers(es.Client(), projPool, listener, cfg.Logger)
 	}
+	var lagDB metrics.Querier // the lag is read from the PostgreSQL log only
+	if es == nil {
+		lagDB = cfg.Pool
+	}
+	m.RegisterProjections(metrics.Projections(runner.Statuses, lagDB))
 	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool,
 		projPool: projPool, closeStore: closeStore}
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
-		Ready: s.ready,
+		Ready: s.ready, Metrics: m,
 	})
 	if err != nil {
 		return nil, err

@@ -1,0 +1,105 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"lectern/projections"
+)
+
+// Querier is what the lag query needs: a *pgxpool.Pool, a *pgx.Conn or a pgx.Tx.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Lag is how far a projection is behind the head of the log.
+type Lag struct {
+	// Events is the number of visible events past the projection's committed
+	// position.
+	Events int64
+	// Seconds is the age of the oldest of them (0: caught up).
+	Seconds float64
+}
+
+// lagSQL is read-only: for each consumer group named in $1, the visible events
+// past its row in projection_offsets (all of them when it has no row yet) and
+// the age of the oldest. Position order is (transaction_id, "offset"), as the
+// PostgreSQL store's log; only events of transactions below the snapshot's
+// xmin are visible to the projections (eventstore/postgres, Runner.pending),
+// so an in-flight append is not lag yet. Both scans walk the primary key from
+// the projection's position.
+const lagSQL = `
+SELECT g.name,
+       coalesce(l.events, 0),
+       coalesce(extract(epoch FROM now() - l.oldest)::float8, 0)
+FROM unnest($1::text[]) AS g(name)
+LEFT JOIN projection_offsets o ON o.consumer_group = g.name
+CROSS JOIN LATERAL (
+    SELECT count(*) AS events,
+           (SELECT e2.recorded_at FROM events e2
+             WHERE (o.consumer_group IS NULL
+                    OR (e2.transaction_id, e2."offset") > (o.last_processed_transaction_id, coalesce(o.offset_acked, 0)))
+               AND e2.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+             ORDER BY e2.transaction_id, e2."offset"
+             LIMIT 1) AS oldest
+    FROM events e
+    WHERE (o.consumer_group IS NULL
+           OR (e.transaction_id, e."offset") > (o.last_processed_transaction_id, coalesce(o.offset_acked, 0)))
+      AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+) l`
+
+// ProjectionLags reads how far each named projection (consumer group) is
+// behind the head of the PostgreSQL event log, from projection_offsets and
+// events. A projection with no offsets row yet lags by the whole log.
+func ProjectionLags(ctx context.Context, db Querier, names []string) (map[string]Lag, error) {
+	rows, err := db.Query(ctx, lagSQL, names)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: projection lag: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]Lag, len(names))
+	for rows.Next() {
+		var name string
+		var l Lag
+		if err := rows.Scan(&name, &l.Events, &l.Seconds); err != nil {
+			return nil, fmt.Errorf("metrics: projection lag: %w", err)
+		}
+		out[name] = l
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("metrics: projection lag: %w", err)
+	}
+	return out, nil
+}
+
+// Projections is the ProjectionSource of a projections.Runner: whether each
+// projection is stalled (statuses, usually Runner.Statuses) and, when db is
+// not nil, its lag behind the PostgreSQL log. Pass a nil db when the log is
+// EventStoreDB's: the lag is then not exported. When the lag query fails, the
+// stalled gauges are still reported and the error is returned with them.
+func Projections(statuses func() []projections.Status, db Querier) ProjectionSource {
+	return func(ctx context.Context) ([]ProjectionStatus, error) {
+		sts := statuses()
+		out := make([]ProjectionStatus, len(sts))
+		names := make([]string, len(sts))
+		for i, s := range sts {
+			out[i] = ProjectionStatus{Name: s.Name, Stalled: s.Stalled, Lag: -1, LagSeconds: -1}
+			names[i] = s.Name
+		}
+		if db == nil || len(names) == 0 {
+			return out, nil
+		}
+		lags, err := ProjectionLags(ctx, db, names)
+		if err != nil {
+			return out, err
+		}
+		for i := range out {
+			if l, ok := lags[out[i].Name]; ok {
+				out[i].Lag, out[i].LagSeconds = float64(l.Events), l.Seconds
+			}
+		}
+		return out, nil
+	}
+}
