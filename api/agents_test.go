@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"lectern/eventstore"
-	"lectern/eventstore/postgres"
 )
 
 // createAgent creates an agent and returns the response.
@@ -33,7 +32,7 @@ func agentPath(res response, t testing.TB) string {
 // agentEvents reads an agent's stream from the event store.
 func (e *env) agentEvents(t testing.TB, id int64) []eventstore.RecordedEvent {
 	t.Helper()
-	evs, err := postgres.New(e.pool, nil).ReadStream(context.Background(), eventstore.StreamName("agent", id), eventstore.Forwards, 1, 0)
+	evs, err := e.events(t).ReadStream(context.Background(), eventstore.StreamName("agent", id), eventstore.Forwards, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

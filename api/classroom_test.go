@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"lectern/eventstore"
-	"lectern/eventstore/postgres"
 )
 
 // school is an organisation with one active partner, the setting of every
@@ -60,7 +59,7 @@ func (e *env) createCourse(t testing.TB, s school, body any) response {
 // streamEvents reads a stream from the event store.
 func (e *env) streamEvents(t testing.TB, stream string) []eventstore.RecordedEvent {
 	t.Helper()
-	evs, err := postgres.New(e.pool, nil).ReadStream(context.Background(), stream, eventstore.Forwards, 1, 0)
+	evs, err := e.events(t).ReadStream(context.Background(), stream, eventstore.Forwards, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/google/uuid"
 
 	"lectern/eventstore"
-	"lectern/eventstore/postgres"
 	"lectern/queries"
 )
 
@@ -36,7 +35,7 @@ func fewShotPath(t testing.TB, res response) string {
 // fewShotEvents reads an example's stream from the event store.
 func (e *env) fewShotEvents(t testing.TB, id int64) []eventstore.RecordedEvent {
 	t.Helper()
-	evs, err := postgres.New(e.pool, nil).ReadStream(context.Background(), eventstore.StreamName("fewshot", id), eventstore.Forwards, 1, 0)
+	evs, err := e.events(t).ReadStream(context.Background(), eventstore.StreamName("fewshot", id), eventstore.Forwards, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"lectern/eventstore"
+	"lectern/eventstore/esdb"
+	"lectern/eventstore/esdbfake"
+	"lectern/eventstore/postgres"
 	"lectern/mail"
 	"lectern/pgtest"
 	"lectern/service"
@@ -39,6 +43,12 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared != nil {
 		shared.stop()
+	}
+	if fakeStore.store != nil {
+		_ = fakeStore.store.Close()
+	}
+	if fakeStore.srv != nil {
+		fakeStore.srv.Close()
 	}
 	pgtest.Cleanup()
 	os.Exit(code)
@@ -80,6 +90,51 @@ func newEnv(t testing.TB, cfg envConfig) *env {
 	return e
 }
 
+// fakeStore is the package's fake EventStoreDB when LECTERN_TEST_EVENT_STORE
+// is esdbfake: one for the package, as the database is one (projection
+// checkpoints live in it, and stream ids come from its sequences).
+var fakeStore struct {
+	once  sync.Once
+	srv   *esdbfake.Server
+	store *esdb.Store // the tests' own client, for reading streams
+	err   error
+}
+
+// eventStoreURL is the service's EventStoreURL as LECTERN_TEST_EVENT_STORE
+// selects: unset or "postgres", the PostgreSQL store; "esdbfake", the
+// package's fake EventStoreDB.
+func eventStoreURL(t testing.TB) string {
+	t.Helper()
+	switch v := os.Getenv("LECTERN_TEST_EVENT_STORE"); v {
+	case "", "postgres":
+		return ""
+	case "esdbfake":
+		fakeStore.once.Do(func() {
+			if fakeStore.srv, fakeStore.err = esdbfake.New(); fakeStore.err != nil {
+				return
+			}
+			fakeStore.store, fakeStore.err = esdb.Open(context.Background(), fakeStore.srv.URL())
+		})
+		if fakeStore.err != nil {
+			t.Fatal(fakeStore.err)
+		}
+		return fakeStore.srv.URL()
+	default:
+		t.Fatalf("LECTERN_TEST_EVENT_STORE=%q: want postgres or esdbfake", v)
+		return ""
+	}
+}
+
+// events is the event store the services of the package append to, for tests
+// that read streams directly.
+func (e *env) events(t testing.TB) eventstore.Store {
+	t.Helper()
+	if eventStoreURL(t) != "" {
+		return fakeStore.store
+	}
+	return postgres.New(e.pool, nil)
+}
+
 type envConfig struct {
 	now         func() time.Time // nil: time.Now
 	adminEmails []string
@@ -105,13 +160,14 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		t.Fatal(err)
 	}
 	svc, err := service.New(service.Config{
-		Pool:         e.pool,
-		JWTKey:       e.key,
-		AdminEmails:  cfg.adminEmails,
-		Mail:         e.mail,
-		Logger:       slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:          cfg.now,
-		AddressLimit: 100000,
+		Pool:          e.pool,
+		JWTKey:        e.key,
+		AdminEmails:   cfg.adminEmails,
+		Mail:          e.mail,
+		Logger:        slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:           cfg.now,
+		AddressLimit:  100000,
+		EventStoreURL: eventStoreURL(t),
 	})
 	if err != nil {
 		t.Fatalf("service.New: %v", err)

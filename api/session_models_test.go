@@ -91,9 +91,10 @@ func newModelEnv(t *testing.T, models ...llm.Model) *env {
 	}
 	svc, err := service.New(service.Config{
 		Pool: e.pool, JWTKey: e.key, Mail: e.mail, AddressLimit: 100000,
-		Logger:       slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Models:       cat,
-		ModelOptions: []llm.Option{llm.WithHTTPClient(&http.Client{})},
+		Logger:        slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Models:        cat,
+		ModelOptions:  []llm.Option{llm.WithHTTPClient(&http.Client{})},
+		EventStoreURL: eventStoreURL(t),
 	})
 	if err != nil {
 		t.Fatalf("service.New: %v", err)

@@ -37,7 +37,7 @@ import (
 
 var (
 	duration = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
-	only     = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice or knowledge")
+	only     = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, esdb or knowledge")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
@@ -71,6 +71,11 @@ func run() error {
 	}
 	if want("practice") {
 		if err := practiceBench(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("esdb") {
+		if err := esdbBench(ctx, base); err != nil {
 			return err
 		}
 	}

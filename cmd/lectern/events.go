@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"lectern/eventstore/esdb"
+	"lectern/eventstore/postgres"
 	"lectern/history"
 )
 
@@ -71,8 +74,63 @@ func eventsCmd() *cobra.Command {
 	fl.StringVar(&since, "since", "", "only events recorded at or after this time (RFC 3339)")
 	fl.StringVar(&until, "until", "", "only events recorded before this time (RFC 3339)")
 	fl.StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
-	events.AddCommand(export)
+	events.AddCommand(export, copyCmd())
 	return events
+}
+
+// copyCmd is `lectern events copy`: the PostgreSQL event log into EventStoreDB.
+func copyCmd() *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "copy --to esdb://host:2113?tls=false",
+		Short: "Copy the PostgreSQL event log into EventStoreDB, order and ids preserved",
+		Long: "Copy every event of the PostgreSQL event log (DATABASE_URL) into EventStoreDB, in log order,\n" +
+			"each to its own stream at its own version, with its id, type, data, metadata, schema version and\n" +
+			"recorded time. Re-running it is safe: events already copied are accepted as retries and written\n" +
+			"once. Stop Lectern first (or copy again once it is stopped) so no event is appended meanwhile.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				to = os.Getenv("EVENTSTORE_URL")
+			}
+			if !strings.HasPrefix(to, "esdb://") && !strings.HasPrefix(to, "esdb+discover://") {
+				return fmt.Errorf("--to: want an EventStoreDB connection string such as esdb://localhost:2113?tls=false, got %q", to)
+			}
+			url := os.Getenv("DATABASE_URL")
+			if url == "" {
+				return errors.New("DATABASE_URL is not set")
+			}
+			ctx := cmd.Context()
+			pool, err := connect(ctx, url)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			from := postgres.New(pool, nil)
+			defer from.Close()
+			dst, err := esdb.Open(ctx, to)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = dst.Close() }()
+			stderr := cmd.ErrOrStderr()
+			seen, lastReport := 0, time.Now()
+			n, err := history.Copy(ctx, from, dst, func(n int) {
+				seen = n
+				if time.Since(lastReport) >= 5*time.Second {
+					lastReport = time.Now()
+					fmt.Fprintf(stderr, "%d events read\n", n)
+				}
+			})
+			if err != nil {
+				return fmt.Errorf("copy stopped after %d events read (%d written): %w", seen, n, err)
+			}
+			fmt.Fprintf(stderr, "copied %d events (%d read, %d already in EventStoreDB)\n", n, seen, seen-n)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "EventStoreDB connection string (default: EVENTSTORE_URL)")
+	return cmd
 }
 
 func parseTimeFlag(name, value string) (time.Time, error) {
