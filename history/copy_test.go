@@ -50,6 +50,21 @@ func readAll(t *testing.T, s eventstore.Store) []eventstore.RecordedEvent {
 	}
 }
 
+// visibleLog reads the PostgreSQL log once all want events are visible: the
+// pg_snapshot_xmin horizon is the cluster's, so another test package's open
+// transaction can hide committed events for a moment.
+func visibleLog(t *testing.T, s eventstore.Store, want int) []eventstore.RecordedEvent {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		log := readAll(t, s)
+		if len(log) >= want || time.Now().After(deadline) {
+			return log
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // ignorePosition compares events as copied: positions are each store's own.
 var ignorePosition = cmpopts.IgnoreFields(eventstore.RecordedEvent{}, "Position")
 
@@ -59,8 +74,10 @@ func TestCopy(t *testing.T) {
 	t.Cleanup(src.Close)
 	dst := openFake(t)
 
+	total := 0
 	appendTo := func(stream string, n int) {
 		t.Helper()
+		total += n
 		evs := make([]eventstore.EventData, n)
 		for i := range evs {
 			evs[i] = eventstore.EventData{ID: uuid.New(), Type: "thing.happened", SchemaVersion: 1 + i%2,
@@ -79,7 +96,7 @@ func TestCopy(t *testing.T) {
 			appendTo(s, 1+(round+i)%5)
 		}
 	}
-	source := readAll(t, src)
+	source := visibleLog(t, src, total)
 
 	var last int
 	n, err := history.Copy(ctx, src, dst, func(n int) { last = n })
@@ -124,7 +141,7 @@ func TestCopy(t *testing.T) {
 	// The source grew: only the new events are copied.
 	appendTo("user-1", 3)
 	appendTo("course-5", 2)
-	source = readAll(t, src)
+	source = visibleLog(t, src, total)
 	streams = append(streams, "course-5")
 	if n, err = history.Copy(ctx, src, dst, nil); err != nil || n != 5 {
 		t.Fatalf("copy after growth: %d, %v; want 5 events", n, err)
@@ -147,6 +164,7 @@ func TestCopyConflict(t *testing.T) {
 	if _, err := dst.Append(ctx, "user-1", eventstore.NoStream, ev()); err != nil {
 		t.Fatal(err)
 	}
+	visibleLog(t, src, 1)
 	if _, err := history.Copy(ctx, src, dst, nil); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 		t.Fatalf("copy onto a diverging stream: %v, want ErrWrongExpectedVersion", err)
 	}
