@@ -10,8 +10,8 @@ import (
 
 // Projection names: persisted consumer groups.
 const (
-	UsersProjection  = "users"
-	AgentsProjection = "agents"
+	UsersProjection  = AccountsProjection
+	AgentsProjection = AccountsProjection
 )
 
 // Users projects accounts into the users table.

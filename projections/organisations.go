@@ -12,7 +12,12 @@ import (
 // OrganisationsProjection maintains the organizations, partners and
 // promotion_requests tables: one consumer group for the area, since every
 // group reads every event and pays a transaction per batch.
-const OrganisationsProjection = "organisations"
+const OrganisationsProjection = AccountsProjection
+
+// AccountsProjection is the consumer group of users, agents, organisations,
+// partners and promotion requests: every group reads every event and pays a
+// transaction per batch, so the small read models share one.
+const AccountsProjection = "accounts"
 
 // The tables' names for the same projection, so callers say which read
 // model they need.

@@ -10,7 +10,7 @@ import (
 
 // Projection names of this area: persisted consumer groups.
 const (
-	FewShotExamplesProjection = "few_shot_examples"
+	FewShotExamplesProjection = PracticeProjection
 )
 
 // PracticeProjections project few-shot examples and practice sessions.

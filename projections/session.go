@@ -13,7 +13,11 @@ import (
 // session_settings, session_few_shot_links, session_models and
 // session_responses: one consumer group (a persisted identifier) for the
 // whole area.
-const SessionsProjection = "sessions"
+const SessionsProjection = PracticeProjection
+
+// PracticeProjection is the consumer group of few-shot examples and practice
+// sessions.
+const PracticeProjection = "practice"
 
 // SessionProjections project practice sessions.
 func SessionProjections() []Projection {

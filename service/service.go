@@ -114,7 +114,22 @@ func Projections() []projections.Projection {
 	ps = append(ps, projections.ClassroomProjections()...)
 	ps = append(ps, projections.PracticeProjections()...)
 	ps = append(ps, projections.SessionProjections()...)
-	return append(ps, projections.KnowledgeProjections()...)
+	return mergeByName(append(ps, projections.KnowledgeProjections()...))
+}
+
+// mergeByName joins projections that share a consumer group into one.
+func mergeByName(ps []projections.Projection) []projections.Projection {
+	var out []projections.Projection
+	at := map[string]int{}
+	for _, p := range ps {
+		if i, ok := at[p.Name]; ok {
+			out[i].Handlers = append(out[i].Handlers, p.Handlers...)
+			continue
+		}
+		at[p.Name] = len(out)
+		out = append(out, projections.Projection{Name: p.Name, Handlers: slices.Clone(p.Handlers)})
+	}
+	return out
 }
 
 // New wires a service.
