@@ -385,8 +385,7 @@ func optionalInt(v validation.Values, name string) *int64 {
 // Courses.
 
 func (s *Server) createCourse(w http.ResponseWriter, r *http.Request, in input) error {
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -408,8 +407,7 @@ func (s *Server) createCourse(w http.ResponseWriter, r *http.Request, in input) 
 }
 
 func (s *Server) updateCourse(w http.ResponseWriter, r *http.Request, in input) error {
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -446,8 +444,7 @@ func (s *Server) listCourses(w http.ResponseWriter, r *http.Request, in input) e
 	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
 		return err
 	}
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -463,8 +460,7 @@ func (s *Server) getCourse(w http.ResponseWriter, r *http.Request, in input) err
 	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
 		return err
 	}
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -480,8 +476,7 @@ func (s *Server) getCourse(w http.ResponseWriter, r *http.Request, in input) err
 // Classes.
 
 func (s *Server) createClass(w http.ResponseWriter, r *http.Request, in input) error {
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -526,8 +521,7 @@ func (s *Server) createClass(w http.ResponseWriter, r *http.Request, in input) e
 }
 
 func (s *Server) updateClass(w http.ResponseWriter, r *http.Request, in input) error {
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -575,8 +569,7 @@ func (s *Server) updateClass(w http.ResponseWriter, r *http.Request, in input) e
 }
 
 func (s *Server) revokeInviteCode(w http.ResponseWriter, r *http.Request, in input) error {
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -597,8 +590,7 @@ func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, in input) e
 	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
 		return err
 	}
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -615,8 +607,7 @@ func (s *Server) getClass(w http.ResponseWriter, r *http.Request, in input) erro
 	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
 		return err
 	}
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -635,8 +626,7 @@ func (s *Server) listClassEnrollments(w http.ResponseWriter, r *http.Request, in
 	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
 		return err
 	}
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}
@@ -653,8 +643,7 @@ func (s *Server) listClassEnrollments(w http.ResponseWriter, r *http.Request, in
 }
 
 func (s *Server) enrollStudent(w http.ResponseWriter, r *http.Request, in input) error {
-	partnerID, _ := in.path.Int("partner_id")
-	p, err := s.partnerFor(r.Context(), in.user, partnerID)
+	p, err := s.partnerFor(r.Context(), in)
 	if err != nil {
 		return err
 	}

@@ -10,11 +10,13 @@ import (
 
 var errNotPartner = derrors.New(derrors.ErrForbidden, "Not enough permissions")
 
-// partnerFor authorises a /partner/{partner_id}/... request: the partner's
-// own user (while the partner is active) or an admin. Anyone else gets 403,
-// whether or not the partner exists; an admin asking for a missing partner
-// gets 404.
-func (s *Server) partnerFor(ctx context.Context, caller *Principal, partnerID int64) (queries.Partner, error) {
+// partnerFor authorises a /partner/{partner_id}/... request and returns the
+// partner its path names: allowed to the partner's own user (while the
+// partner is active) or an admin. Anyone else gets 403, whether or not the
+// partner exists; an admin asking for a missing partner gets 404.
+func (s *Server) partnerFor(ctx context.Context, in input) (queries.Partner, error) {
+	caller := in.user
+	partnerID, _ := in.path.Int("partner_id")
 	p, err := s.deps.Queries.Partner(ctx, partnerID)
 	admin := caller.HasRole(aggregates.RoleAdmin)
 	switch {
