@@ -28,7 +28,7 @@ func ClassroomProjections() []Projection {
 	handlers = append(handlers, courseHandlers()...)
 	handlers = append(handlers, classHandlers()...)
 	handlers = append(handlers, enrollmentHandlers()...)
-	return []Projection{{Name: ClassroomProjection, Handlers: handlers}}
+	return []Projection{{Name: ClassroomProjection, Tables: []string{"courses", "classes", "invite_codes", "enrollments"}, Handlers: handlers}}
 }
 
 // courseHandlers project courses into the courses table.

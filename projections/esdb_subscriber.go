@@ -340,8 +340,29 @@ func (s *ESDBSubscriber) apply(ctx context.Context, out chan<- *message.Message,
 		return err
 	}
 	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	group := s.cfg.ConsumerGroup
+	// The checkpoint row is locked first, so a replay swapping the tables in
+	// (Replayer) waits for this batch or this batch for it; events the
+	// replay applied already (the checkpoint moved past them) are skipped.
+	var saved eventstore.Position
+	var commit, prepare int64
+	err = tx.QueryRow(ctx, `SELECT commit_position, prepare_position FROM esdb_checkpoints
+		WHERE consumer_group = $1 FOR UPDATE`, group).Scan(&commit, &prepare)
+	switch {
+	case err == nil:
+		saved = eventstore.Position{Commit: uint64(commit), Prepare: uint64(prepare)}
+	case !errors.Is(err, pgx.ErrNoRows):
+		return fmt.Errorf("lock esdb checkpoint: %w", err)
+	}
+	if upto.Compare(saved) <= 0 {
+		s.last = saved
+		return tx.Commit(ctx)
+	}
 	msgCtx := ContextWithTx(ctx, tx)
 	for _, rec := range batch {
+		if (eventstore.Position{Commit: rec.Position.Commit, Prepare: rec.Position.Prepare}).Compare(saved) <= 0 {
+			continue
+		}
 		msg := esdbMessage(rec)
 		msg.SetContext(msgCtx)
 		select {
@@ -357,7 +378,6 @@ func (s *ESDBSubscriber) apply(ctx context.Context, out chan<- *message.Message,
 			return errNacked
 		}
 	}
-	group := s.cfg.ConsumerGroup
 	if _, err := tx.Exec(ctx, `WITH saved AS (
 			INSERT INTO esdb_checkpoints (consumer_group, commit_position, prepare_position) VALUES ($1, $2, $3)
 			ON CONFLICT (consumer_group) DO UPDATE SET

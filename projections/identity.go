@@ -16,7 +16,7 @@ const (
 
 // Users projects accounts into the users table.
 func Users() Projection {
-	return Projection{Name: UsersProjection, Handlers: []GroupHandler{
+	return Projection{Name: UsersProjection, Tables: []string{"users"}, Handlers: []GroupHandler{
 		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.UserSignedUp) error {
 			_, err := tx.Exec(ctx, `
 				INSERT INTO users (id, email, name, password_hash, roles, created_at, updated_at, version)
@@ -38,7 +38,7 @@ func Users() Projection {
 
 // Agents projects agents into the agents table.
 func Agents() Projection {
-	return Projection{Name: AgentsProjection, Handlers: []GroupHandler{
+	return Projection{Name: AgentsProjection, Tables: []string{"agents"}, Handlers: []GroupHandler{
 		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
 			_, err := tx.Exec(ctx, `
 				INSERT INTO agents (id, owner_id, name, system_prompt, role_description, template_source, is_active, created_at, updated_at, version)

@@ -15,7 +15,7 @@ const KnowledgeProjection = "knowledge"
 
 // KnowledgeProjections project knowledge documents.
 func KnowledgeProjections() []Projection {
-	return []Projection{{Name: KnowledgeProjection, Handlers: []GroupHandler{
+	return []Projection{{Name: KnowledgeProjection, Tables: []string{"knowledge_documents", "knowledge_settings"}, Handlers: []GroupHandler{
 		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.KnowledgeDocumentUploaded) error {
 			_, err := tx.Exec(ctx, `
 				INSERT INTO knowledge_documents (id, user_id, title, content_type, size, created_at, updated_at, version)

@@ -29,7 +29,7 @@ const (
 // OrganisationProjections project organisations, partners and promotion requests.
 func OrganisationProjections() []Projection {
 	return []Projection{
-		{Name: OrganisationsProjection, Handlers: []GroupHandler{
+		{Name: OrganisationsProjection, Tables: []string{"organizations", "partners", "promotion_requests"}, Handlers: []GroupHandler{
 			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.OrganisationCreated) error {
 				_, err := tx.Exec(ctx, `
 					INSERT INTO organizations (id, name, created_by, created_at, updated_at, version)

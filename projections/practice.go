@@ -20,7 +20,7 @@ func PracticeProjections() []Projection {
 
 // FewShotExamples projects few-shot examples into the few_shot_examples table.
 func FewShotExamples() Projection {
-	return Projection{Name: FewShotExamplesProjection, Handlers: []GroupHandler{
+	return Projection{Name: FewShotExamplesProjection, Tables: []string{"few_shot_examples"}, Handlers: []GroupHandler{
 		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.FewShotCreated) error {
 			_, err := tx.Exec(ctx, `
 				INSERT INTO few_shot_examples (id, user_id, title, input_text, output_text, meta, is_active, created_at, updated_at, version)

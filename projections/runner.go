@@ -27,30 +27,9 @@ import (
 type Projection struct {
 	Name     string
 	Handlers []GroupHandler
-}
-
-// Handler applies one event inside the projection's transaction.
-type Handler[T events.Event] func(ctx context.Context, tx pgx.Tx, m events.Meta, e T) error
-
-// On adapts a typed handler to Watermill's group handler: it takes the
-// subscriber's transaction from the message context, so the rows it writes
-// commit together with the projection's offset.
-func On[T events.Event](h Handler[T]) cqrs.GroupEventHandler {
-	return cqrs.NewGroupEventHandler(func(ctx context.Context, e *T) error {
-		tx, err := txFrom(ctx)
-		if err != nil {
-			return err
-		}
-		msg := cqrs.OriginalMessageFromCtx(ctx)
-		if msg == nil {
-			return errors.New("projection: no message in context")
-		}
-		m, err := metaOf(msg)
-		if err != nil {
-			return err
-		}
-		return h(ctx, tx, m, *e)
-	})
+	// Tables are the read-model tables the handlers write and nothing else
+	// writes: a replay rebuilds them from the log and swaps them in.
+	Tables []string
 }
 
 func txFrom(ctx context.Context) (pgx.Tx, error) {
@@ -246,6 +225,11 @@ func (r *Runner) Statuses() []Status {
 // context of their own and are stopped with Close: cancelling a subscription's
 // context would make watermill-sql commit under a running handler.
 func (r *Runner) Run(ctx context.Context) error {
+	if r.Subscribers == nil {
+		if err := r.ensureOffsets(ctx); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(r.projections))
 	for _, p := range r.projections {
@@ -279,6 +263,24 @@ func (r *Runner) Run(ctx context.Context) error {
 		all = errors.Join(all, err)
 	}
 	return all
+}
+
+// ensureOffsets gives every group its offsets row (at the start of the log,
+// as a missing row reads), so each poll locks it: a replay swapping tables
+// in (Replayer) relies on that lock to keep the live consumer out.
+func (r *Runner) ensureOffsets(ctx context.Context) error {
+	groups := make([]string, len(r.projections))
+	for i, p := range r.projections {
+		groups[i] = p.Name
+	}
+	_, err := r.pool.Exec(ctx, `
+		INSERT INTO projection_offsets (consumer_group, offset_acked, last_processed_transaction_id)
+		SELECT g, 0, '0' FROM unnest($1::text[]) AS g
+		ON CONFLICT (consumer_group) DO NOTHING`, groups)
+	if err != nil {
+		return fmt.Errorf("projection offsets: %w", err)
+	}
+	return nil
 }
 
 func (r *Runner) router(p Projection) (*message.Router, func() error, error) {

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,19 +22,18 @@ const PracticeProjection = "practice"
 
 // SessionProjections project practice sessions.
 func SessionProjections() []Projection {
-	return []Projection{{Name: SessionsProjection, Handlers: []GroupHandler{
+	return []Projection{{Name: SessionsProjection, Tables: []string{"practice_sessions", "practice_session_counts", "session_settings", "session_few_shot_links", "session_models", "session_responses"}, Handlers: []GroupHandler{
 		On(projectSessionStarted),
 		On(projectTurnRecorded),
 		On(projectSettingsUpdated),
 	}}}
 }
 
-// advanceSession moves the session row to the event's version; false when
-// the event was applied already (the guard of every other write).
-func advanceSession(ctx context.Context, tx pgx.Tx, m events.Meta, sessionID int64) (bool, error) {
-	tag, err := tx.Exec(ctx, `UPDATE practice_sessions SET updated_at = $2, version = $3 WHERE id = $1 AND version < $3`,
+// advanceSession moves the session row to the event's version; an event
+// applied already (or older than the row) leaves it as it is.
+func advanceSession(b *pgx.Batch, m events.Meta, sessionID int64) {
+	b.Queue(`UPDATE practice_sessions SET updated_at = $2, version = $3 WHERE id = $1 AND version < $3`,
 		sessionID, m.RecordedAt, m.Version)
-	return tag.RowsAffected() == 1, err
 }
 
 func projectSessionStarted(ctx context.Context, tx pgx.Tx, m events.Meta, e events.SessionStarted) error {
@@ -41,18 +41,17 @@ func projectSessionStarted(ctx context.Context, tx pgx.Tx, m events.Meta, e even
 	if knowledge == nil {
 		knowledge = []int64{}
 	}
-	tag, err := tx.Exec(ctx, `
-		INSERT INTO practice_sessions (id, user_id, class_id, project_id, agent_id, knowledge_ids, title, created_at, updated_at, version)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)
-		ON CONFLICT (user_id, id) DO NOTHING`,
-		e.SessionID, e.UserID, e.ClassID, e.ProjectID, e.AgentID, knowledge, e.Title, m.RecordedAt, m.Version)
-	if err != nil || tag.RowsAffected() == 0 {
-		return err
-	}
 	b := &pgx.Batch{}
+	// The count moves only when the session row is new.
 	b.Queue(`
-		INSERT INTO practice_session_counts (user_id, total) VALUES ($1, 1)
-		ON CONFLICT (user_id) DO UPDATE SET total = practice_session_counts.total + 1`, e.UserID)
+		WITH created AS (
+			INSERT INTO practice_sessions (id, user_id, class_id, project_id, agent_id, knowledge_ids, title, created_at, updated_at, version)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)
+			ON CONFLICT (user_id, id) DO NOTHING
+			RETURNING user_id)
+		INSERT INTO practice_session_counts (user_id, total) SELECT user_id, 1 FROM created
+		ON CONFLICT (user_id) DO UPDATE SET total = practice_session_counts.total + 1`,
+		e.SessionID, e.UserID, e.ClassID, e.ProjectID, e.AgentID, knowledge, e.Title, m.RecordedAt, m.Version)
 	if err := queueSettings(b, m, e.SessionID, e.Settings, true); err != nil {
 		return err
 	}
@@ -87,8 +86,8 @@ func queueSettings(b *pgx.Batch, m events.Meta, sessionID int64, s events.Sessio
 		b.Queue(`
 			UPDATE session_settings SET style_preset = $2, style_params = $3::json, generation_params = $4::json,
 				agent_snapshot = $5::json, updated_at = $6
-			WHERE session_id = $1`,
-			sessionID, s.StylePreset, style, string(gp), string(agent), m.RecordedAt)
+			WHERE session_id = $1 AND `+atVersion(1, 7),
+			sessionID, s.StylePreset, style, string(gp), string(agent), m.RecordedAt, m.Version)
 	}
 	ids := make([]int64, len(s.FewShotLinks))
 	examples := make([]int64, len(s.FewShotLinks))
@@ -97,27 +96,36 @@ func queueSettings(b *pgx.Batch, m events.Meta, sessionID int64, s events.Sessio
 		ids[i], examples[i], orders[i] = l.LinkID, l.ExampleID, int32(l.SortOrder)
 	}
 	if !created {
-		b.Queue(`DELETE FROM session_few_shot_links WHERE session_id = $1 AND NOT (id = ANY($2))`, sessionID, ids)
+		b.Queue(`DELETE FROM session_few_shot_links WHERE session_id = $1 AND NOT (id = ANY($2)) AND `+atVersion(1, 3),
+			sessionID, ids, m.Version)
 	}
 	b.Queue(`
 		INSERT INTO session_few_shot_links (id, setting_id, session_id, example_id, sort_order, created_at)
 		SELECT l.id, $1, $2, l.example_id, l.sort_order, $6
 		FROM unnest($3::bigint[], $4::bigint[], $5::int[]) AS l(id, example_id, sort_order)
+		WHERE `+atVersion(2, 7)+`
 		ON CONFLICT (id) DO UPDATE SET sort_order = EXCLUDED.sort_order`,
-		s.SettingID, sessionID, ids, examples, orders, m.RecordedAt)
+		s.SettingID, sessionID, ids, examples, orders, m.RecordedAt, m.Version)
 	return nil
 }
 
+// atVersion guards the writes that follow advanceSession (the session id and
+// the event's version are parameters $session and $version): they apply only
+// while the session row stands at this event's version, so an event delivered
+// again after a newer one cannot overwrite the newer state.
+func atVersion(session, version int) string {
+	return fmt.Sprintf("EXISTS (SELECT 1 FROM practice_sessions WHERE id = $%d AND version = $%d)", session, version)
+}
+
+// projectTurnRecorded: a turn's rows are keyed by their ids, so an event
+// delivered again writes nothing.
 func projectTurnRecorded(ctx context.Context, tx pgx.Tx, m events.Meta, e events.SessionTurnRecorded) error {
-	ok, err := advanceSession(ctx, tx, m, e.SessionID)
-	if err != nil || !ok {
-		return err
-	}
 	params, err := json.Marshal(e.Params)
 	if err != nil {
 		return err
 	}
 	b := &pgx.Batch{}
+	advanceSession(b, m, e.SessionID)
 	for i, r := range e.Results {
 		usage, err := json.Marshal(r.TokenUsage)
 		if err != nil {
@@ -149,11 +157,8 @@ func projectTurnRecorded(ctx context.Context, tx pgx.Tx, m events.Meta, e events
 }
 
 func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, m events.Meta, e events.SessionSettingsUpdated) error {
-	ok, err := advanceSession(ctx, tx, m, e.SessionID)
-	if err != nil || !ok {
-		return err
-	}
 	b := &pgx.Batch{}
+	advanceSession(b, m, e.SessionID)
 	if err := queueSettings(b, m, e.SessionID, e.Settings, false); err != nil {
 		return err
 	}

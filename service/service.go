@@ -124,10 +124,11 @@ func mergeByName(ps []projections.Projection) []projections.Projection {
 	for _, p := range ps {
 		if i, ok := at[p.Name]; ok {
 			out[i].Handlers = append(out[i].Handlers, p.Handlers...)
+			out[i].Tables = append(out[i].Tables, p.Tables...)
 			continue
 		}
 		at[p.Name] = len(out)
-		out = append(out, projections.Projection{Name: p.Name, Handlers: slices.Clone(p.Handlers)})
+		out = append(out, projections.Projection{Name: p.Name, Handlers: slices.Clone(p.Handlers), Tables: slices.Clone(p.Tables)})
 	}
 	return out
 }

@@ -40,7 +40,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd(), eventsCmd())
+	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd(), eventsCmd(), replayCmd())
 	return cmd
 }
 

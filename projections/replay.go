@@ -1,0 +1,515 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
+
+	"lectern/events"
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
+)
+
+// Replayer rebuilds read models from the event log into fresh tables, then
+// swaps them in, while the running service keeps serving (and projecting
+// into) the old ones:
+//
+//  1. each projection's tables are created empty, LIKE the live ones, in a
+//     schema of its own (replay_<projection>), and the log is applied to them
+//     from the start through pipelined batches in large transactions;
+//  2. when it has caught up, one transaction locks the projection's live
+//     checkpoint (the live consumer waits on it), applies what arrived
+//     meanwhile, moves the checkpoint to the replay's position and swaps the
+//     tables (ALTER TABLE ... SET SCHEMA). The live consumer then goes on from
+//     there on the new tables.
+type Replayer struct {
+	Pool        *pgxpool.Pool
+	Store       eventstore.Store
+	Registry    *events.Registry
+	Checkpoints Checkpoints
+	// Total, if set, counts the events in the log (for progress and ETA).
+	Total func(ctx context.Context) (int64, error)
+	// Progress, if set, is told the number of log events read so far.
+	Progress func(read int64)
+	// PageSize is the number of events per read of the log (default 5 000).
+	PageSize int
+	// TxEvents is the number of events per transaction while catching up
+	// (default 50 000).
+	TxEvents int
+	// Pipeline is the number of statements per pipelined batch (default 1 000).
+	Pipeline int
+	// KeepOld keeps the replaced tables in schema replaced_<projection>
+	// instead of dropping them (to compare them, say).
+	KeepOld bool
+
+	read atomic.Int64 // log events read while catching up
+}
+
+// Checkpoints are where a store's live consumers keep their positions.
+type Checkpoints interface {
+	// Lock locks a consumer group's checkpoint until tx ends (the live
+	// consumer blocks on it) and reads it.
+	Lock(ctx context.Context, tx pgx.Tx, group string) (eventstore.Position, error)
+	// Save moves the checkpoint and announces it on the positions channel.
+	Save(ctx context.Context, tx pgx.Tx, group string, pos eventstore.Position) error
+}
+
+// ReplayResult is what a replay of one projection did.
+type ReplayResult struct {
+	Projection string
+	// Applied is the number of events its handlers applied.
+	Applied int64
+	// Position is where the live consumer goes on from.
+	Position eventstore.Position
+	Tables   []string
+}
+
+// Replayable reports whether p owns tables a replay can rebuild.
+func Replayable(p Projection) bool { return len(p.Tables) > 0 }
+
+// Replay rebuilds the projections' tables (each must be Replayable) and swaps
+// them in.
+func (r *Replayer) Replay(ctx context.Context, ps ...Projection) ([]ReplayResult, error) {
+	r.defaults()
+	live, err := r.liveSchema(ctx)
+	if err != nil {
+		return nil, err
+	}
+	workers := make([]*replayWorker, len(ps))
+	for i, p := range ps {
+		if !Replayable(p) {
+			return nil, fmt.Errorf("projection %s owns no tables to replay", p.Name)
+		}
+		w, err := r.newWorker(p, live)
+		if err != nil {
+			return nil, err
+		}
+		workers[i] = w
+	}
+	defer func() {
+		for _, w := range workers {
+			if w.conn != nil {
+				_ = w.conn.Close(context.WithoutCancel(ctx))
+			}
+		}
+	}()
+	if err := r.prepare(ctx, workers); err != nil {
+		return nil, err
+	}
+	if err := r.catchUp(ctx, workers); err != nil {
+		return nil, err
+	}
+	out := make([]ReplayResult, len(workers))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, w := range workers {
+		g.Go(func() error {
+			res, err := r.swap(gctx, w)
+			out[i] = res
+			return err
+		})
+	}
+	return out, g.Wait()
+}
+
+func (r *Replayer) defaults() {
+	if r.PageSize <= 0 {
+		r.PageSize = 5000
+	}
+	if r.TxEvents <= 0 {
+		r.TxEvents = 50000
+	}
+	if r.Pipeline <= 0 {
+		r.Pipeline = 1000
+	}
+}
+
+func (r *Replayer) liveSchema(ctx context.Context) (string, error) {
+	var s string
+	err := r.Pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&s)
+	return s, err
+}
+
+// replayWorker replays one projection.
+type replayWorker struct {
+	p        Projection
+	live     string // the live tables' schema
+	schema   string // the fresh tables' schema
+	old      string // where the live tables go when swapped out
+	handlers map[string]replayable
+	conn     *pgx.Conn           // resolves unqualified names to the fresh tables
+	pos      eventstore.Position // the last event applied (or skipped)
+	applied  int64
+}
+
+var projectionName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
+
+func (r *Replayer) newWorker(p Projection, live string) (*replayWorker, error) {
+	if !projectionName.MatchString(p.Name) {
+		return nil, fmt.Errorf("projection name %q cannot name a schema", p.Name)
+	}
+	w := &replayWorker{p: p, live: live, schema: "replay_" + p.Name, old: "replaced_" + p.Name, handlers: map[string]replayable{}}
+	for _, h := range p.Handlers {
+		rh, ok := h.(replayable)
+		if !ok {
+			return nil, fmt.Errorf("projection %s: handler %T cannot be replayed (build it with On)", p.Name, h)
+		}
+		w.handlers[marshaler{}.Name(h.NewEvent())] = rh
+	}
+	return w, nil
+}
+
+// prepare creates each projection's empty tables, LIKE the live ones, with
+// the live ones' index names (so that later migrations find them).
+func (r *Replayer) prepare(ctx context.Context, workers []*replayWorker) error {
+	for _, w := range workers {
+		sqls := []string{
+			"DROP SCHEMA IF EXISTS " + pgx.Identifier{w.schema}.Sanitize() + " CASCADE",
+			"DROP SCHEMA IF EXISTS " + pgx.Identifier{w.old}.Sanitize() + " CASCADE",
+			"CREATE SCHEMA " + pgx.Identifier{w.schema}.Sanitize(),
+		}
+		for _, t := range w.p.Tables {
+			sqls = append(sqls, fmt.Sprintf("CREATE TABLE %s (LIKE %s INCLUDING ALL)",
+				pgx.Identifier{w.schema, t}.Sanitize(), pgx.Identifier{w.live, t}.Sanitize()))
+		}
+		for _, q := range sqls {
+			if _, err := r.Pool.Exec(ctx, q); err != nil {
+				return fmt.Errorf("replay %s: %w", w.p.Name, err)
+			}
+		}
+		for _, t := range w.p.Tables {
+			if err := r.copyIndexNames(ctx, w, t); err != nil {
+				return fmt.Errorf("replay %s: %w", w.p.Name, err)
+			}
+		}
+		if err := r.connect(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyIndexNames renames the fresh table's indexes (and so their
+// constraints) to the live table's names, matching them by definition.
+func (r *Replayer) copyIndexNames(ctx context.Context, w *replayWorker, table string) error {
+	rows, err := r.Pool.Query(ctx, `
+		WITH defs AS (
+			SELECT i.indrelid, c.relname,
+			       i.indisunique::text || regexp_replace(pg_get_indexdef(i.indexrelid), '^.*? USING ', '') AS def
+			FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+			WHERE i.indrelid IN ($1::regclass, $2::regclass))
+		SELECT DISTINCT ON (n.relname) n.relname, o.relname
+		FROM defs n JOIN defs o ON o.def = n.def AND o.indrelid = $1::regclass
+		WHERE n.indrelid = $2::regclass
+		ORDER BY n.relname, o.relname`,
+		pgx.Identifier{w.live, table}.Sanitize(), pgx.Identifier{w.schema, table}.Sanitize())
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([2]string, error) {
+		var n [2]string
+		return n, row.Scan(&n[0], &n[1])
+	})
+	if err != nil {
+		return err
+	}
+	// Through temporary names, so no rename meets a name not yet moved away.
+	for i, n := range names {
+		tmp := "replay_index_" + strconv.Itoa(i)
+		if _, err := r.Pool.Exec(ctx, fmt.Sprintf("ALTER INDEX %s RENAME TO %s",
+			pgx.Identifier{w.schema, n[0]}.Sanitize(), pgx.Identifier{tmp}.Sanitize())); err != nil {
+			return err
+		}
+		names[i][0] = tmp
+	}
+	for _, n := range names {
+		if _, err := r.Pool.Exec(ctx, fmt.Sprintf("ALTER INDEX %s RENAME TO %s",
+			pgx.Identifier{w.schema, n[0]}.Sanitize(), pgx.Identifier{n[1]}.Sanitize())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catchUp reads the log once and feeds every projection's worker, each
+// writing through its own connection, until the log is read to its end.
+func (r *Replayer) catchUp(ctx context.Context, workers []*replayWorker) error {
+	g, gctx := errgroup.WithContext(ctx)
+	feeds := make([]chan []eventstore.RecordedEvent, len(workers))
+	for i, w := range workers {
+		feeds[i] = make(chan []eventstore.RecordedEvent, 4)
+		g.Go(func() error { return r.work(gctx, w, feeds[i]) })
+	}
+	g.Go(func() error {
+		defer func() {
+			for _, f := range feeds {
+				close(f)
+			}
+		}()
+		var after eventstore.Position
+		for {
+			page, err := r.Store.ReadAll(gctx, after, r.PageSize)
+			if err != nil {
+				return err
+			}
+			for _, f := range feeds {
+				select {
+				case f <- page:
+				case <-gctx.Done():
+					return gctx.Err()
+				}
+			}
+			if read := r.read.Add(int64(len(page))); r.Progress != nil {
+				r.Progress(read)
+			}
+			if len(page) < r.PageSize {
+				return nil
+			}
+			after = page[len(page)-1].Position
+		}
+	})
+	return g.Wait()
+}
+
+// work applies pages to w's fresh tables in transactions of TxEvents events.
+func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eventstore.RecordedEvent) error {
+	var tx *pipelineTx
+	inTx := 0
+	for page := range pages {
+		if tx == nil {
+			ptx, err := w.conn.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			tx = newPipelineTx(ptx, r.Pipeline)
+		}
+		if err := r.applyPage(ctx, tx, w, page); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return fmt.Errorf("replay %s: %w", w.p.Name, err)
+		}
+		if inTx += len(page); inTx >= r.TxEvents {
+			if err := tx.Commit(ctx); err != nil {
+				return fmt.Errorf("replay %s: %w", w.p.Name, err)
+			}
+			tx, inTx = nil, 0
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		if tx != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+		return err
+	}
+	if tx != nil {
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("replay %s: %w", w.p.Name, err)
+		}
+	}
+	for _, t := range w.p.Tables {
+		if _, err := w.conn.Exec(ctx, "ANALYZE "+pgx.Identifier{w.schema, t}.Sanitize()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyPage applies the events w handles; the others only move its position.
+func (r *Replayer) applyPage(ctx context.Context, tx *pipelineTx, w *replayWorker, page []eventstore.RecordedEvent) error {
+	for _, rec := range page {
+		if h, ok := w.handlers[rec.Type]; ok {
+			e := h.NewEvent()
+			if err := r.Registry.DecodeInto(rec.Type, rec.SchemaVersion, rec.Data, e); err != nil {
+				return fmt.Errorf("decode %s %s: %w", rec.Type, rec.ID, err)
+			}
+			tx.current = rec.ID.String()
+			if err := h.apply(ctx, tx, metaOfRecord(rec), e); err != nil {
+				return fmt.Errorf("event %s (%s): %w", rec.ID, rec.Type, err)
+			}
+			w.applied++
+		}
+		w.pos = rec.Position
+	}
+	return nil
+}
+
+func metaOfRecord(rec eventstore.RecordedEvent) events.Meta {
+	return events.Meta{
+		EventID: rec.ID.String(), StreamID: rec.StreamID, Version: rec.Version, Position: rec.Position.String(),
+		RecordedAt: rec.RecordedAt, CorrelationID: rec.Metadata.CorrelationID, CausationID: rec.Metadata.CausationID,
+		UserID: rec.Metadata.UserID, RequestID: rec.Metadata.RequestID,
+	}
+}
+
+// connect opens w's own connection, whose unqualified table names resolve to
+// the fresh tables. Its commits do not wait for the WAL flush: a crash loses
+// the replay, never the live read models.
+func (r *Replayer) connect(ctx context.Context, w *replayWorker) error {
+	cfg := r.Pool.Config().ConnConfig.Copy()
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["search_path"] = pgx.Identifier{w.schema}.Sanitize() + ", " + pgx.Identifier{w.live}.Sanitize()
+	cfg.RuntimeParams["synchronous_commit"] = "off"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("replay %s: %w", w.p.Name, err)
+	}
+	w.conn = conn
+	return nil
+}
+
+// swap catches w up under the live checkpoint's lock and swaps the tables in.
+func (r *Replayer) swap(ctx context.Context, w *replayWorker) (ReplayResult, error) {
+	res := ReplayResult{Projection: w.p.Name, Tables: w.p.Tables}
+	// Catch up without the lock first, so the live consumer waits only for
+	// the last page or so.
+	for {
+		n, err := r.follow(ctx, w, w.conn)
+		if err != nil {
+			return res, err
+		}
+		if n < r.PageSize {
+			break
+		}
+	}
+	tx, err := w.conn.Begin(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '30s'"); err != nil {
+		return res, err
+	}
+	live, err := r.Checkpoints.Lock(ctx, tx, w.p.Name)
+	if err != nil {
+		return res, fmt.Errorf("replay %s: lock checkpoint: %w", w.p.Name, err)
+	}
+	for {
+		n, err := r.follow(ctx, w, tx)
+		if err != nil {
+			return res, err
+		}
+		if n < r.PageSize {
+			break
+		}
+	}
+	if w.pos.Compare(live) < 0 { // cannot be: the log was read past the live consumer
+		return res, fmt.Errorf("replay %s: stopped at %s before the live consumer's %s", w.p.Name, w.pos, live)
+	}
+	if err := r.Checkpoints.Save(ctx, tx, w.p.Name, w.pos); err != nil {
+		return res, fmt.Errorf("replay %s: save checkpoint: %w", w.p.Name, err)
+	}
+	swaps := []string{"CREATE SCHEMA " + pgx.Identifier{w.old}.Sanitize()}
+	for _, t := range w.p.Tables {
+		swaps = append(swaps,
+			fmt.Sprintf("ALTER TABLE %s SET SCHEMA %s", pgx.Identifier{w.live, t}.Sanitize(), pgx.Identifier{w.old}.Sanitize()),
+			fmt.Sprintf("ALTER TABLE %s SET SCHEMA %s", pgx.Identifier{w.schema, t}.Sanitize(), pgx.Identifier{w.live}.Sanitize()))
+	}
+	swaps = append(swaps, "DROP SCHEMA "+pgx.Identifier{w.schema}.Sanitize())
+	for _, q := range swaps {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return res, fmt.Errorf("replay %s: swap: %w", w.p.Name, err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("replay %s: swap: %w", w.p.Name, err)
+	}
+	res.Applied, res.Position = w.applied, w.pos
+	if !r.KeepOld {
+		if _, err := w.conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{w.old}.Sanitize()+" CASCADE"); err != nil {
+			return res, fmt.Errorf("replay %s: drop the replaced tables: %w", w.p.Name, err)
+		}
+	}
+	return res, nil
+}
+
+// follow applies one page of the log past w's position through db, in a
+// transaction of its own unless db is one; it returns the page's length.
+func (r *Replayer) follow(ctx context.Context, w *replayWorker, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) (int, error) {
+	page, err := r.Store.ReadAll(ctx, w.pos, r.PageSize)
+	if err != nil || len(page) == 0 {
+		return 0, err
+	}
+	ptx, err := db.Begin(ctx) // a savepoint when db is a transaction
+	if err != nil {
+		return 0, err
+	}
+	tx := newPipelineTx(ptx, r.Pipeline)
+	if err := r.applyPage(ctx, tx, w, page); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return 0, fmt.Errorf("replay %s: %w", w.p.Name, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("replay %s: %w", w.p.Name, err)
+	}
+	return len(page), nil
+}
+
+// PostgresCheckpoints are the live consumers' offsets on the PostgreSQL
+// event store (projection_offsets, watermill-sql's offsets table, whose row
+// its subscriber locks at the start of every batch).
+type PostgresCheckpoints struct{}
+
+// Lock implements Checkpoints; a group without a row gets one at the start.
+func (PostgresCheckpoints) Lock(ctx context.Context, tx pgx.Tx, group string) (eventstore.Position, error) {
+	var txid string
+	var offset int64
+	err := tx.QueryRow(ctx, `
+		INSERT INTO projection_offsets (consumer_group, offset_acked, last_processed_transaction_id) VALUES ($1, 0, '0')
+		ON CONFLICT (consumer_group) DO UPDATE SET consumer_group = excluded.consumer_group
+		RETURNING last_processed_transaction_id::text, coalesce(offset_acked, 0)`, group).Scan(&txid, &offset)
+	if err != nil {
+		return eventstore.Position{}, err
+	}
+	return eventstore.ParsePosition(txid + "-" + strconv.FormatInt(offset, 10))
+}
+
+// Save implements Checkpoints.
+func (PostgresCheckpoints) Save(ctx context.Context, tx pgx.Tx, group string, pos eventstore.Position) error {
+	_, err := tx.Exec(ctx, `
+		UPDATE projection_offsets SET last_processed_transaction_id = $2::text::xid8, offset_acked = $3
+		WHERE consumer_group = $1`, group, strconv.FormatUint(pos.Commit, 10), int64(pos.Prepare))
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, postgres.PositionsChannel, group+" "+pos.String())
+	return err
+}
+
+// ESDBCheckpoints are the live consumers' checkpoints on EventStoreDB
+// (esdb_checkpoints, whose row ESDBSubscriber locks at the start of every
+// batch).
+type ESDBCheckpoints struct{}
+
+// Lock implements Checkpoints; a group without a row reads as the start.
+func (ESDBCheckpoints) Lock(ctx context.Context, tx pgx.Tx, group string) (eventstore.Position, error) {
+	var commit, prepare int64
+	err := tx.QueryRow(ctx, `SELECT commit_position, prepare_position FROM esdb_checkpoints
+		WHERE consumer_group = $1 FOR UPDATE`, group).Scan(&commit, &prepare)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return eventstore.Position{}, nil
+	}
+	return eventstore.Position{Commit: uint64(commit), Prepare: uint64(prepare)}, err
+}
+
+// Save implements Checkpoints.
+func (ESDBCheckpoints) Save(ctx context.Context, tx pgx.Tx, group string, pos eventstore.Position) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO esdb_checkpoints (consumer_group, commit_position, prepare_position) VALUES ($1, $2, $3)
+		ON CONFLICT (consumer_group) DO UPDATE SET
+			commit_position = excluded.commit_position, prepare_position = excluded.prepare_position`,
+		group, int64(pos.Commit), int64(pos.Prepare))
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, postgres.PositionsChannel, group+" "+pos.String())
+	return err
+}

@@ -1,0 +1,67 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"lectern/events"
+	"lectern/eventstore/esdb"
+	"lectern/eventstore/postgres"
+	"lectern/projections"
+)
+
+// isESDB reports whether url selects EventStoreDB.
+func isESDB(url string) bool {
+	return strings.HasPrefix(url, "esdb://") || strings.HasPrefix(url, "esdb+discover://")
+}
+
+// NewReplayer returns a replayer of the read models over the event store cfg
+// selects, and the function that closes what it opened.
+func NewReplayer(ctx context.Context, cfg Config) (*projections.Replayer, func(), error) {
+	r := &projections.Replayer{Pool: cfg.Pool, Registry: events.NewRegistry()}
+	if isESDB(cfg.EventStoreURL) {
+		es, err := esdb.Open(ctx, cfg.EventStoreURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("EVENTSTORE_URL: %w", err)
+		}
+		r.Store, r.Checkpoints = es, projections.ESDBCheckpoints{}
+		return r, func() { _ = es.Close() }, nil
+	}
+	pg := postgres.New(cfg.Pool, cfg.Now)
+	r.Store, r.Checkpoints = pg, projections.PostgresCheckpoints{}
+	r.Total = func(ctx context.Context) (int64, error) {
+		var n int64
+		err := cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n)
+		return n, err
+	}
+	return r, pg.Close, nil
+}
+
+// ReplayableProjections returns the projections a replay can rebuild, or of
+// them the named ones (an unknown name is an error that lists the known).
+func ReplayableProjections(names ...string) ([]projections.Projection, error) {
+	var all []projections.Projection
+	var known []string
+	for _, p := range Projections() {
+		if projections.Replayable(p) {
+			all = append(all, p)
+			known = append(known, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		return all, nil
+	}
+	var out []projections.Projection
+	for _, n := range names {
+		i := slices.IndexFunc(all, func(p projections.Projection) bool { return p.Name == n })
+		if i < 0 {
+			return nil, fmt.Errorf("no read model %q (there are: %s)", n, strings.Join(known, ", "))
+		}
+		if !slices.ContainsFunc(out, func(p projections.Projection) bool { return p.Name == n }) {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
+}
