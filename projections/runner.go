@@ -163,8 +163,7 @@ func (r *Runner) pending(group string) bool {
 		SELECT EXISTS (
 			SELECT 1 FROM events e
 			JOIN projection_offsets o ON o.consumer_group = $1
-			WHERE ((e.transaction_id = o.last_processed_transaction_id AND e."offset" > o.offset_acked)
-			       OR e.transaction_id > o.last_processed_transaction_id)
+			WHERE (e.transaction_id, e."offset") > (o.last_processed_transaction_id, coalesce(o.offset_acked, 0))
 			  AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot()))`, group).Scan(&ok)
 	return err != nil || ok // on error, let the real poll find out
 }

@@ -37,7 +37,7 @@ import (
 
 var (
 	duration = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
-	only     = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, esdb or knowledge")
+	only     = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, esdb, knowledge or replay")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
@@ -80,7 +80,12 @@ func run() error {
 		}
 	}
 	if want("knowledge") {
-		return knowledgeBench(ctx, base)
+		if err := knowledgeBench(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("replay") {
+		return replayBench(ctx, base)
 	}
 	return nil
 }

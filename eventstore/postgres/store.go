@@ -318,9 +318,9 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 		limit = 1000
 	}
 	rows, err := s.db.Query(ctx, `SELECT `+selectColumns+` FROM events
-		WHERE ((transaction_id = $1::text::xid8 AND "offset" > $2) OR transaction_id > $1::text::xid8)
+		WHERE (transaction_id, "offset") > ($1::text::xid8, $2) -- a row comparison: an index range, however deep
 		  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY transaction_id, "offset" LIMIT $3`,
+		ORDER BY events.transaction_id, events."offset" LIMIT $3`, // qualified: a bare name would sort the text column
 		strconv.FormatUint(after.Commit, 10), int64(after.Prepare), limit)
 	if err != nil {
 		return nil, fmt.Errorf("read all: %w", err)

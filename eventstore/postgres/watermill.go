@@ -65,11 +65,13 @@ func (s Schema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, error) {
 		WITH last_processed AS (` + next.Query + `)
 		SELECT "offset", transaction_id, uuid::text, payload::text, metadata::text, stream_id, version, event_type, schema_version, recorded_at
 		FROM events
-		WHERE ((transaction_id = (SELECT last_processed_transaction_id FROM last_processed)
-		        AND "offset" > (SELECT offset_acked FROM last_processed))
-		       OR transaction_id > (SELECT last_processed_transaction_id FROM last_processed))
+		-- A row comparison is an index range however far behind the group is
+		-- (an OR of the two cases is not); no row yet reads as the start.
+		WHERE (transaction_id, "offset") > (coalesce((SELECT last_processed_transaction_id FROM last_processed), '0'),
+		                                    coalesce((SELECT offset_acked FROM last_processed), 0))
 		  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-	) AS messages ORDER BY transaction_id, "offset" LIMIT ` + strconv.Itoa(batch)
+		ORDER BY transaction_id, "offset" LIMIT ` + strconv.Itoa(batch) + `
+	) AS messages ORDER BY transaction_id, "offset"` // limited inside, where the planner sees the LIMIT and walks the index
 	return wsql.Query{Query: q, Args: next.Args}, nil
 }
 

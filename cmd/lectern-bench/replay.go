@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/events"
+	"lectern/eventstore"
+	"lectern/pgtest"
+	"lectern/service"
+)
+
+// replayEvents is the size of the replayed log.
+const replayEvents = 1_000_000
+
+// replayBench rebuilds every read model from a log of a million events, beside
+// reading the same log without projecting it.
+func replayBench(ctx context.Context, base string) error {
+	pool, _, err := pgtest.NewDatabase(ctx, base)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	start := time.Now()
+	if err := fillLog(ctx, pool, replayEvents); err != nil {
+		return err
+	}
+	fmt.Printf("replay: a log of %d events (users, agents, few-shot examples, sessions with turns) written in %s\n",
+		replayEvents, time.Since(start).Round(time.Millisecond))
+
+	r, closeStore, err := service.NewReplayer(ctx, service.Config{Pool: pool})
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	// Baseline: the same pages of the log, read and not projected.
+	start = time.Now()
+	var read int
+	var after eventstore.Position
+	for {
+		page, err := r.Store.ReadAll(ctx, after, 5000)
+		if err != nil {
+			return err
+		}
+		read += len(page)
+		if len(page) < 5000 {
+			break
+		}
+		after = page[len(page)-1].Position
+	}
+	readRate := float64(read) / time.Since(start).Seconds()
+
+	ps, err := service.ReplayableProjections()
+	if err != nil {
+		return err
+	}
+	start = time.Now()
+	results, err := r.Replay(ctx, ps...)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	rate := float64(replayEvents) / elapsed.Seconds()
+	var applied int64
+	for _, res := range results {
+		applied += res.Applied
+	}
+	fmt.Printf("  replay of every read model: %.0f events/s (%s; %d applied by %d projections), target >= 100 000\n",
+		rate, elapsed.Round(time.Millisecond), applied, len(results))
+	fmt.Printf("  baseline, reading the log only: %.0f events/s -> replay at %.2fx of reading\n\n", readRate, rate/readRate)
+	return nil
+}
+
+// fillLog writes n events straight into the log with COPY, in transactions
+// of 10 000: ten events per user (sign-up, an agent created and edited, a
+// few-shot example, a session started with four turns and a settings change).
+func fillLog(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	const perUser, perTx = 10, 10_000
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for first := 0; first < n/perUser; first += perTx / perUser {
+		var rows [][]any
+		for u := first; u < first+perTx/perUser && u < n/perUser; u++ {
+			evs, err := userEvents(int64(u+1), at.Add(time.Duration(u)*time.Second))
+			if err != nil {
+				return err
+			}
+			rows = append(rows, evs...)
+		}
+		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
+			[]string{"uuid", "payload", "metadata", "stream_id", "version", "event_type", "schema_version", "recorded_at"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func userEvents(id int64, at time.Time) ([][]any, error) {
+	prompt := "You are a patient tutor."
+	temp := 0.7
+	settings := events.SessionSettings{SettingID: id, StylePreset: "accurate", StyleParams: json.RawMessage(`{}`),
+		GenerationParams: events.GenerationParams{Temperature: &temp},
+		AgentSnapshot:    &events.AgentSnapshot{AgentID: id, Name: "Tutor", SystemPrompt: prompt}}
+	turn := func(n int) events.SessionTurnRecorded {
+		t := events.SessionTurnRecorded{SessionID: id, Turn: n, PromptText: fmt.Sprintf("Question %d of user %d?", n, id),
+			Messages: []events.ChatMessage{{Role: "system", Content: prompt}, {Role: "user", Content: "Question?"}}}
+		for m, name := range []string{"echo", "echo-reverse"} {
+			t.Results = append(t.Results, events.TurnResult{SessionModelID: id*2 + int64(m), ModelID: int64(m + 1), ModelName: name,
+				Provider: "offline", ResponseID: (id*8+int64(n))*2 + int64(m), ResponseText: "An answer of a few words.",
+				TokenUsage: events.TokenUsage{PromptTokens: 20, CompletionTokens: 6, TotalTokens: 26}, LatencyMS: 40, Attempts: 1,
+				IsPrimary: m == 0})
+		}
+		return t
+	}
+	creative := settings
+	creative.StylePreset = "creative"
+	type ev struct {
+		stream  string
+		version int64
+		e       events.Event
+	}
+	evs := []ev{
+		{eventstore.StreamName("user", id), 1, events.UserSignedUp{UserID: id, Email: fmt.Sprintf("u%d@example.com", id), Name: "User",
+			PasswordHash: "$argon2id$v=19$m=65536,t=1,p=2$c2FsdA$aGFzaA", Roles: []string{"user"}}},
+		{eventstore.StreamName("agent", id), 1, events.AgentCreated{AgentID: id, OwnerID: id, Name: "Tutor", SystemPrompt: prompt, IsActive: true}},
+		{eventstore.StreamName("agent", id), 2, events.AgentUpdated{AgentID: id, Name: "Patient tutor", SystemPrompt: prompt, IsActive: true,
+			Changed: []string{"name"}}},
+		{eventstore.StreamName("fewshot", id), 1, events.FewShotCreated{ExampleID: id, UserID: id, InputText: "2+2?", OutputText: "4",
+			Meta: json.RawMessage(`{}`), IsActive: true}},
+		{eventstore.StreamName("session", id), 1, events.SessionStarted{SessionID: id, UserID: id, KnowledgeIDs: []int64{}, Settings: settings}},
+		{eventstore.StreamName("session", id), 2, turn(1)},
+		{eventstore.StreamName("session", id), 3, turn(2)},
+		{eventstore.StreamName("session", id), 4, events.SessionSettingsUpdated{SessionID: id, Settings: creative}},
+		{eventstore.StreamName("session", id), 5, turn(3)},
+		{eventstore.StreamName("session", id), 6, turn(4)},
+	}
+	rows := make([][]any, len(evs))
+	for i, e := range evs {
+		data, err := json.Marshal(e.e)
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = []any{uuid.New(), string(data), `{"user_id":` + fmt.Sprint(id) + `}`, e.stream, e.version, e.e.EventType(),
+			e.e.SchemaVersion(), at.Add(time.Duration(i) * time.Millisecond)}
+	}
+	return rows, nil
+}
