@@ -35,7 +35,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, body = http.StatusInternalServerError, []byte(`{"detail":"Internal Server Error"}`)
 	}
-	w.Header().Set("Content-Type", "application/json")
+	writeBody(w, status, body)
+}
+
+// writeBody writes an encoded JSON body with status. The length goes in the
+// header: without it a body past net/http's 2 KiB buffer is sent chunked,
+// in more writes.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }

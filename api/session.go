@@ -496,7 +496,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, in input) 
 	if err != nil {
 		return err
 	}
-	writeList(w, list, sessionFromRow)
+	writeSessionList(w, list)
 	return nil
 }
 
