@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,6 +37,12 @@ type Store struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	onAppend func()
+
+	// The group commit of single-event appends (batch.go).
+	batchMu  sync.Mutex
+	queue    []*pendingAppend
+	flushing int          // statements in flight
+	batches  atomic.Int64 // multi-row statements sent
 }
 
 // OnAppend sets a function called after every committed Append, before the
@@ -135,6 +142,13 @@ const (
 
 // Append implements eventstore.Store.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
+	if v, ok := expected.Exactly(); ok && len(evs) == 1 {
+		res, err := s.appendGrouped(ctx, stream, v, evs[0])
+		if err == nil {
+			s.announce()
+		}
+		return res, err
+	}
 	// Only "any" may be retried after a collision: every other precondition is
 	// decided by the first attempt.
 	for attempt := 0; ; attempt++ {
@@ -157,30 +171,9 @@ func (s *Store) AppendIn(ctx context.Context, q Querier, stream string, expected
 		return eventstore.AppendResult{}, errors.New("eventstore: append of no events")
 	}
 	n := len(evs)
-	ids := make([]string, n)
-	data := make([]string, n)
-	metas := make([]string, n)
-	types := make([]string, n)
-	versions := make([]int32, n)
-	recorded := make([]time.Time, n)
-	for i, e := range evs {
-		if e.ID == uuid.Nil {
-			return eventstore.AppendResult{}, errors.New("eventstore: event without id")
-		}
-		meta, err := json.Marshal(e.Metadata)
-		if err != nil {
-			return eventstore.AppendResult{}, err
-		}
-		ids[i] = e.ID.String()
-		data[i] = string(e.Data)
-		metas[i] = string(meta)
-		types[i] = e.Type
-		versions[i] = int32(max(e.SchemaVersion, 1))
-		recorded[i] = e.RecordedAt
-		if recorded[i].IsZero() {
-			recorded[i] = s.now()
-		}
-		recorded[i] = recorded[i].UTC().Truncate(time.Microsecond)
+	ids, data, metas, types, versions, recorded, err := s.encode(evs)
+	if err != nil {
+		return eventstore.AppendResult{}, err
 	}
 	kind, exact := kindAny, int64(0)
 	if v, ok := expected.Exactly(); ok {
@@ -193,7 +186,6 @@ func (s *Store) AppendIn(ctx context.Context, q Querier, stream string, expected
 	}
 
 	var rows pgx.Rows
-	var err error
 	switch {
 	case kind == kindExact || kind == kindNoStream:
 		if n == 1 {
@@ -243,6 +235,33 @@ func (s *Store) AppendIn(ctx context.Context, q Querier, stream string, expected
 		return s.idempotent(ctx, stream, expected, ids)
 	}
 	return res, nil
+}
+
+// encode turns events into the append statements' columns.
+func (s *Store) encode(evs []eventstore.EventData) (ids, data, metas, types []string, versions []int32, recorded []time.Time, err error) {
+	n := len(evs)
+	ids, data, metas, types = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	versions, recorded = make([]int32, n), make([]time.Time, n)
+	for i, e := range evs {
+		if e.ID == uuid.Nil {
+			return nil, nil, nil, nil, nil, nil, errors.New("eventstore: event without id")
+		}
+		meta, err := json.Marshal(e.Metadata)
+		if err != nil {
+			return nil, nil, nil, nil, nil, nil, err
+		}
+		ids[i] = e.ID.String()
+		data[i] = string(e.Data)
+		metas[i] = string(meta)
+		types[i] = e.Type
+		versions[i] = int32(max(e.SchemaVersion, 1))
+		recorded[i] = e.RecordedAt
+		if recorded[i].IsZero() {
+			recorded[i] = s.now()
+		}
+		recorded[i] = recorded[i].UTC().Truncate(time.Microsecond)
+	}
+	return ids, data, metas, types, versions, recorded, nil
 }
 
 // idempotent answers an append that wrote nothing: success when every event
