@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,6 +70,9 @@ type ReplayResult struct {
 	// Position is where the live consumer goes on from.
 	Position eventstore.Position
 	Tables   []string
+	// CaughtUp is the time its bulk catch-up took (from the replay's start:
+	// the log is read once for every projection).
+	CaughtUp time.Duration
 }
 
 // Replayable reports whether p owns tables a replay can rebuild.
@@ -77,6 +81,7 @@ func Replayable(p Projection) bool { return len(p.Tables) > 0 }
 // Replay rebuilds the projections' tables (each must be Replayable) and swaps
 // them in.
 func (r *Replayer) Replay(ctx context.Context, ps ...Projection) ([]ReplayResult, error) {
+	start := time.Now()
 	r.defaults()
 	live, err := r.liveSchema(ctx)
 	if err != nil {
@@ -103,7 +108,7 @@ func (r *Replayer) Replay(ctx context.Context, ps ...Projection) ([]ReplayResult
 	if err := r.prepare(ctx, workers); err != nil {
 		return nil, err
 	}
-	if err := r.catchUp(ctx, workers); err != nil {
+	if err := r.catchUp(ctx, workers, start); err != nil {
 		return nil, err
 	}
 	out := make([]ReplayResult, len(workers))
@@ -111,6 +116,7 @@ func (r *Replayer) Replay(ctx context.Context, ps ...Projection) ([]ReplayResult
 	for i, w := range workers {
 		g.Go(func() error {
 			res, err := r.swap(gctx, w)
+			res.CaughtUp = w.caughtUp
 			out[i] = res
 			return err
 		})
@@ -145,6 +151,7 @@ type replayWorker struct {
 	handlers map[string]replayable
 	conn     *pgx.Conn           // resolves unqualified names to the fresh tables
 	pos      eventstore.Position // the last event applied (or skipped)
+	caughtUp time.Duration
 	applied  int64
 }
 
@@ -239,12 +246,16 @@ func (r *Replayer) copyIndexNames(ctx context.Context, w *replayWorker, table st
 
 // catchUp reads the log once and feeds every projection's worker, each
 // writing through its own connection, until the log is read to its end.
-func (r *Replayer) catchUp(ctx context.Context, workers []*replayWorker) error {
+func (r *Replayer) catchUp(ctx context.Context, workers []*replayWorker, start time.Time) error {
 	g, gctx := errgroup.WithContext(ctx)
 	feeds := make([]chan []eventstore.RecordedEvent, len(workers))
 	for i, w := range workers {
 		feeds[i] = make(chan []eventstore.RecordedEvent, 4)
-		g.Go(func() error { return r.work(gctx, w, feeds[i]) })
+		g.Go(func() error {
+			err := r.work(gctx, w, feeds[i])
+			w.caughtUp = time.Since(start)
+			return err
+		})
 	}
 	g.Go(func() error {
 		defer func() {

@@ -71,6 +71,7 @@ func replayBench(ctx context.Context, base string) error {
 	var applied int64
 	for _, res := range results {
 		applied += res.Applied
+		fmt.Printf("    %-10s %7d events applied, caught up in %s\n", res.Projection, res.Applied, res.CaughtUp.Round(time.Millisecond))
 	}
 	fmt.Printf("  replay of every read model: %.0f events/s (%s; %d applied by %d projections), target >= 100 000\n",
 		rate, elapsed.Round(time.Millisecond), applied, len(results))
