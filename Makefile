@@ -7,8 +7,10 @@ GO ?= go
 run:
 	scripts/run.sh
 
+# The HTTP suite runs a second time with EventStoreDB (the in-process fake)
+# as the event store: only api/ reads LECTERN_TEST_EVENT_STORE.
 test:
-	scripts/with-postgres.sh $(GO) test -race -count=1 ./...
+	scripts/with-postgres.sh sh -c '$(GO) test -race -count=1 ./... && LECTERN_TEST_EVENT_STORE=esdbfake $(GO) test -race -count=1 ./api/'
 
 bench:
 	scripts/with-postgres.sh $(GO) run ./cmd/lectern-bench

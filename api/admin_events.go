@@ -7,7 +7,7 @@ import (
 	"lectern/api/validation"
 	"lectern/derrors"
 	"lectern/eventstore"
-	"lectern/queries"
+	"lectern/history"
 )
 
 // The event history for administrators (DESIGN §7, §9): the log as stored,
@@ -19,7 +19,7 @@ var (
 	eventPageQuery = []validation.Field{
 		{Name: "after", Kind: validation.String, MaxLength: 64,
 			Description: "A position cursor (`next` of the previous page, or an event's position): only events after it"},
-		{Name: "limit", Kind: validation.Int, Ge: bound(1), Le: bound(queries.MaxEventPage), Default: defaultEventPage},
+		{Name: "limit", Kind: validation.Int, Ge: bound(1), Le: bound(history.MaxPage), Default: defaultEventPage},
 	}
 	eventListQuery = append([]validation.Field{
 		{Name: "category", Kind: validation.String, MaxLength: maxName, Description: "Streams of this category (`user`, `agent`, ...)"},
@@ -72,7 +72,7 @@ type eventPageJSON struct {
 }
 
 func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, in input) error {
-	f := queries.EventFilter{}
+	f := history.Filter{}
 	f.Category, _ = in.query.String("category")
 	f.Type, _ = in.query.String("type")
 	f.Stream, _ = in.query.String("stream")
@@ -80,30 +80,32 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, in input) er
 }
 
 func (s *Server) listStreamEvents(w http.ResponseWriter, r *http.Request, in input) error {
-	f := queries.EventFilter{}
+	f := history.Filter{}
 	f.Stream, _ = in.path.String("stream")
 	return s.eventPage(w, r, in, f)
 }
 
-// eventPage reads one page past the cursor: next is null at the end of the
-// log (poll again from the last item's position for later events).
-func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f queries.EventFilter) error {
+// eventPage reads one page past the cursor through the event store, whichever
+// it is: next is null at the end of the log (poll again from the last item's
+// position for later events).
+func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f history.Filter) error {
 	if err := requireAdmin(in.user); err != nil {
 		return err
 	}
+	q := history.Query{Filter: f}
 	if after, ok := in.query.String("after"); ok && after != "" {
 		pos, err := eventstore.ParsePosition(after)
 		if err != nil {
 			return derrors.Invalid([]any{"query", "after"}, after, "after must be a position cursor such as \"1234-56\"")
 		}
-		f.After = pos
+		q.After = pos
 	}
 	limit := int64(defaultEventPage)
 	if l, ok := in.query.Int("limit"); ok {
 		limit = l
 	}
-	f.Limit = int(limit)
-	evs, more, err := s.deps.Queries.Events(r.Context(), f)
+	q.Limit = int(limit)
+	evs, more, err := history.Page(r.Context(), s.deps.Commands.Store, q)
 	if err != nil {
 		return err
 	}
@@ -111,7 +113,7 @@ func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f q
 	for _, e := range evs {
 		page.Items = append(page.Items, storedEventJSON{Position: e.Position.String(), Stream: e.Stream, Version: e.Version,
 			Type: e.Type, SchemaVersion: e.SchemaVersion, Data: e.Data, Metadata: e.Metadata,
-			RecordedAt: ts(e.RecordedAt), EventID: e.EventID.String()})
+			RecordedAt: ts(e.RecordedAt), EventID: e.EventID})
 	}
 	if more {
 		next := page.Items[len(page.Items)-1].Position

@@ -1,5 +1,7 @@
 package commands
 
+import "lectern/eventstore"
+
 // Commands are every aggregate write use case, wired once in cmd/.
 type Commands struct {
 	CreateAgent   *CreateAgentHandler
@@ -9,6 +11,8 @@ type Commands struct {
 	Practice      *Practice
 	Sessions      *Sessions
 	Knowledge     *Knowledge
+	// Store is the event store they append to; the event history reads it.
+	Store eventstore.Store
 }
 
 // New builds every handler.
@@ -16,7 +20,7 @@ func New(d Deps) (*Commands, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Commands{}
+	c := &Commands{Store: d.Store}
 	c.CreateAgent, _ = NewCreateAgentHandler(d)
 	c.UpdateAgent, _ = NewUpdateAgentHandler(d)
 	c.Organisations = &Organisations{d: d}

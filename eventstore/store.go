@@ -36,6 +36,14 @@ type Store interface {
 	ReadAll(ctx context.Context, after Position, limit int) ([]RecordedEvent, error)
 }
 
+// LogEnder is a store that can tell where its log ends now: every event
+// appended before the call is before the returned position, and no event can
+// appear before it later. A read of the log bounded by it is the log as of
+// the call (an export), however long the log takes to read.
+type LogEnder interface {
+	LogEnd(ctx context.Context) (Position, error)
+}
+
 // Direction of a stream read.
 type Direction int
 

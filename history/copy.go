@@ -24,8 +24,9 @@ const copyBatchBytes = 512 << 10
 // and writes nothing for. A target stream holding a different event at a
 // version fails the copy with eventstore.ErrWrongExpectedVersion.
 //
-// Copy reads until the source's log is exhausted, so writers should be
-// stopped first (or Copy re-run after they are). progress, when not nil, is
+// Copy first waits for the source's transactions in flight to end (when it is
+// an eventstore.LogEnder), then reads until the log is exhausted, so writers
+// should be stopped first (or Copy re-run after they are). progress, when not nil, is
 // called after each page with the number of source events handled so far.
 // Copy returns how many events it newly wrote to the target.
 func Copy(ctx context.Context, from, to eventstore.Store, progress func(n int)) (int, error) {
@@ -48,6 +49,16 @@ func Copy(ctx context.Context, from, to eventstore.Store, progress func(n int)) 
 		return v, nil
 	}
 
+	// Reading until the log reads empty is only the whole log once the
+	// transactions in flight have ended: the PostgreSQL log stops below the
+	// cluster-wide pg_snapshot_xmin horizon, so one open transaction (in any
+	// database of the cluster) hides every event committed after it began,
+	// and the copy would end early, short and silent.
+	if e, ok := from.(eventstore.LogEnder); ok {
+		if _, err := e.LogEnd(ctx); err != nil {
+			return 0, fmt.Errorf("history: copy: %w", err)
+		}
+	}
 	copied, seen := 0, 0
 	var after eventstore.Position
 	for {

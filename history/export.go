@@ -11,10 +11,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"lectern/eventstore"
-	"lectern/queries"
 )
 
 // Filter selects the events to export; zero fields select everything.
@@ -53,35 +50,36 @@ type Line struct {
 // timeFormat is the wire's: UTC RFC 3339 with microseconds.
 const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
 
-// Export writes the events f selects to w as NDJSON, in log order, and
-// returns how many it wrote. It reads the log a page at a time by position
+// Export writes the events f selects from s to w as NDJSON, in log order,
+// and returns how many it wrote. It reads the log a page at a time by position
 // and writes each page before reading the next, so memory stays constant
-// however long the log; password hashes are redacted (queries.Events). It
-// is the log as of its start (queries.LogEnd): it first waits for the
-// transactions then running to end, and leaves later events to the next export.
-func Export(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filter) (n int, err error) {
+// however long the log; password hashes are redacted. When s is an
+// eventstore.LogEnder the export is the log as of its start (on PostgreSQL it
+// first waits for the transactions then running to end), and later events are
+// left to the next export.
+func Export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (n int, err error) {
 	if err := f.Validate(); err != nil {
 		return 0, err
 	}
-	q := queries.New(pool)
 	out := bufio.NewWriter(w)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
-	end, err := q.LogEnd(ctx)
-	if err != nil {
-		return 0, err
+	q := Query{Filter: f, Limit: pageSize}
+	if e, ok := s.(eventstore.LogEnder); ok {
+		if q.End, err = e.LogEnd(ctx); err != nil {
+			return 0, err
+		}
+		q.HasEnd = true
 	}
-	after := eventstore.Position{}
 	for {
-		page, more, err := q.Events(ctx, queries.EventFilter{Category: f.Category, Type: f.Type, Stream: f.Stream,
-			Since: f.Since, Until: f.Until, After: after, Before: end, Limit: pageSize})
+		page, more, err := Page(ctx, s, q)
 		if err != nil {
-			return n, fmt.Errorf("export after %s: %w", after, err)
+			return n, fmt.Errorf("export after %s: %w", q.After, err)
 		}
 		for _, e := range page {
 			line := Line{Position: e.Position.String(), Stream: e.Stream, Version: e.Version, Type: e.Type,
 				SchemaVersion: e.SchemaVersion, Data: e.Data, Metadata: e.Metadata,
-				RecordedAt: e.RecordedAt.UTC().Format(timeFormat), EventID: e.EventID.String()}
+				RecordedAt: e.RecordedAt.UTC().Format(timeFormat), EventID: e.EventID}
 			if err := enc.Encode(line); err != nil {
 				return n, fmt.Errorf("export event %s: %w", line.EventID, err)
 			}
@@ -93,6 +91,6 @@ func Export(ctx context.Context, pool *pgxpool.Pool, w io.Writer, f Filter) (n i
 		if !more {
 			return n, nil
 		}
-		after = page[len(page)-1].Position
+		q.After = page[len(page)-1].Position
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
@@ -29,24 +28,39 @@ func TestMain(m *testing.M) {
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
-func appendEvents(t *testing.T, pool *pgxpool.Pool, stream, typ string, at time.Time, data ...string) {
+func appendEvents(t *testing.T, store eventstore.Store, stream, typ string, at time.Time, data ...string) {
 	t.Helper()
 	evs := make([]eventstore.EventData, len(data))
 	for i, d := range data {
 		evs[i] = eventstore.EventData{ID: uuid.New(), Type: typ, SchemaVersion: 1, Data: json.RawMessage(d),
 			Metadata: eventstore.Metadata{UserID: 7, RequestID: "r-1"}, RecordedAt: at}
 	}
-	store := postgres.New(pool, nil)
-	defer store.Close()
 	if _, err := store.Append(context.Background(), stream, eventstore.Any, evs); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func export(t *testing.T, pool *pgxpool.Pool, f history.Filter) []history.Line {
+// pgStore is a PostgreSQL store on a database of the test's own.
+func pgStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	s := postgres.New(pgtest.Fresh(t), nil)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// stores are the event stores the history reads, each new for the test.
+var stores = []struct {
+	name string
+	open func(t *testing.T) eventstore.Store
+}{
+	{"postgres", func(t *testing.T) eventstore.Store { return pgStore(t) }},
+	{"esdbfake", func(t *testing.T) eventstore.Store { return openFake(t) }},
+}
+
+func export(t *testing.T, store eventstore.Store, f history.Filter) []history.Line {
 	t.Helper()
 	var buf bytes.Buffer
-	n, err := history.Export(context.Background(), pool, &buf, f)
+	n, err := history.Export(context.Background(), store, &buf, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,15 +96,23 @@ func summary(lines []history.Line) []string {
 
 func TestExportFiltersAndRedacts(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Fresh(t)
-	appendEvents(t, pool, "user-1", "user.signed_up", t0,
-		`{"user_id":1,"email":"a@example.com","password_hash":"$argon2id$secret","roles":["user"]}`)
-	appendEvents(t, pool, "agent-1", "agent.created", t0.Add(time.Hour), `{"agent_id":1,"name":"Tutor"}`)
-	appendEvents(t, pool, "agent-1", "agent.updated", t0.Add(2*time.Hour), `{"agent_id":1,"name":"Coach"}`)
-	appendEvents(t, pool, "agent-2", "agent.created", t0.Add(3*time.Hour), `{"agent_id":2,"name":"Critic"}`)
-	appendEvents(t, pool, "agentx-1", "agent.created", t0.Add(3*time.Hour), `{"agent_id":3}`) // another category
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			testExportFiltersAndRedacts(t, st.open(t))
+		})
+	}
+}
 
-	all := export(t, pool, history.Filter{})
+func testExportFiltersAndRedacts(t *testing.T, store eventstore.Store) {
+	appendEvents(t, store, "user-1", "user.signed_up", t0,
+		`{"user_id":1,"email":"a@example.com","password_hash":"$argon2id$secret","roles":["user"]}`)
+	appendEvents(t, store, "agent-1", "agent.created", t0.Add(time.Hour), `{"agent_id":1,"name":"Tutor"}`)
+	appendEvents(t, store, "agent-1", "agent.updated", t0.Add(2*time.Hour), `{"agent_id":1,"name":"Coach"}`)
+	appendEvents(t, store, "agent-2", "agent.created", t0.Add(3*time.Hour), `{"agent_id":2,"name":"Critic"}`)
+	appendEvents(t, store, "agentx-1", "agent.created", t0.Add(3*time.Hour), `{"agent_id":3}`) // another category
+
+	all := export(t, store, history.Filter{})
 	if diff := cmp.Diff([]string{"user-1@1", "agent-1@1", "agent-1@2", "agent-2@1", "agentx-1@1"}, summary(all)); diff != "" {
 		t.Fatalf("the whole log (-want +got):\n%s", diff)
 	}
@@ -126,7 +148,7 @@ func TestExportFiltersAndRedacts(t *testing.T) {
 		{"nothing", history.Filter{Stream: "agent-9"}, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, summary(export(t, pool, tc.f))); diff != "" {
+			if diff := cmp.Diff(tc.want, summary(export(t, store, tc.f))); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
@@ -135,17 +157,25 @@ func TestExportFiltersAndRedacts(t *testing.T) {
 
 func TestExportPagesThroughALongLog(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Fresh(t)
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			testExportPagesThroughALongLog(t, st.open(t))
+		})
+	}
+}
+
+func testExportPagesThroughALongLog(t *testing.T, store eventstore.Store) {
 	// 1 200 events: more than two pages, the first two in one transaction.
 	data := make([]string, 1100)
 	for i := range data {
 		data[i] = fmt.Sprintf(`{"agent_id":1,"n":%d}`, i)
 	}
-	appendEvents(t, pool, "agent-1", "agent.updated", t0, data...)
+	appendEvents(t, store, "agent-1", "agent.updated", t0, data...)
 	for i := range 100 {
-		appendEvents(t, pool, fmt.Sprintf("agent-%d", i+2), "agent.created", t0, `{}`)
+		appendEvents(t, store, fmt.Sprintf("agent-%d", i+2), "agent.created", t0, `{}`)
 	}
-	lines := export(t, pool, history.Filter{})
+	lines := export(t, store, history.Filter{})
 	if len(lines) != 1200 {
 		t.Fatalf("exported %d events, want 1200", len(lines))
 	}

@@ -3,9 +3,12 @@ package metrics
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"lectern/eventstore"
 	"lectern/projections"
 )
 
@@ -76,8 +79,8 @@ func ProjectionLags(ctx context.Context, db Querier, names []string) (map[string
 
 // Projections is the ProjectionSource of a projections.Runner: whether each
 // projection is stalled (statuses, usually Runner.Statuses) and, when db is
-// not nil, its lag behind the PostgreSQL log. Pass a nil db when the log is
-// EventStoreDB's: the lag is then not exported. When the lag query fails, the
+// not nil, its lag behind the PostgreSQL log, or behind EventStoreDB's when db
+// is an ESDBLag. With a nil db the lag is not exported. When the lag query fails, the
 // stalled gauges are still reported and the error is returned with them.
 func Projections(statuses func() []projections.Status, db Querier) ProjectionSource {
 	return func(ctx context.Context) ([]ProjectionStatus, error) {
@@ -91,7 +94,13 @@ func Projections(statuses func() []projections.Status, db Querier) ProjectionSou
 		if db == nil || len(names) == 0 {
 			return out, nil
 		}
-		lags, err := ProjectionLags(ctx, db, names)
+		read := ProjectionLags
+		if l, ok := db.(lagReader); ok {
+			read = func(ctx context.Context, _ Querier, names []string) (map[string]Lag, error) {
+				return l.projectionLags(ctx, names)
+			}
+		}
+		lags, err := read(ctx, db, names)
 		if err != nil {
 			return out, err
 		}
@@ -102,4 +111,52 @@ func Projections(statuses func() []projections.Status, db Querier) ProjectionSou
 		}
 		return out, nil
 	}
+}
+
+// lagReader is a Querier that reads the lag itself (ESDBLag).
+type lagReader interface {
+	projectionLags(ctx context.Context, names []string) (map[string]Lag, error)
+}
+
+// maxLagScan bounds the events one scrape reads to count a projection's lag
+// behind EventStoreDB: a lag past it reads as maxLagScan.
+const maxLagScan = 10000
+
+// ESDBLag is the db of Projections when the log is EventStoreDB's: the lag
+// is the events of log past each projection's checkpoint in esdb_checkpoints
+// (all of them before its first checkpoint), counted up to maxLagScan.
+func ESDBLag(log eventstore.Store, checkpoints *pgxpool.Pool) Querier {
+	return esdbLag{Pool: checkpoints, log: log}
+}
+
+type esdbLag struct {
+	*pgxpool.Pool // the checkpoints' database
+	log           eventstore.Store
+}
+
+func (e esdbLag) projectionLags(ctx context.Context, names []string) (map[string]Lag, error) {
+	out := make(map[string]Lag, len(names))
+	for _, name := range names {
+		after, err := projections.LoadESDBCheckpoint(ctx, e.Pool, name)
+		if err != nil {
+			return nil, fmt.Errorf("metrics: projection lag: %w", err)
+		}
+		var l Lag
+		for l.Events < maxLagScan {
+			page, err := e.log.ReadAll(ctx, after, int(min(1000, maxLagScan-l.Events)))
+			if err != nil {
+				return nil, fmt.Errorf("metrics: projection lag of %s: %w", name, err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			if l.Events == 0 {
+				l.Seconds = max(0, time.Since(page[0].RecordedAt).Seconds())
+			}
+			l.Events += int64(len(page))
+			after = page[len(page)-1].Position
+		}
+		out[name] = l
+	}
+	return out, nil
 }

@@ -103,6 +103,9 @@ func NewESDBSubscriber(cfg ESDBSubscriberConfig) (*ESDBSubscriber, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if cfg.Listener != nil {
+		cfg.Listener.followESDB()
+	}
 	return &ESDBSubscriber{cfg: cfg, logger: logger.With("projection", cfg.ConsumerGroup), closing: make(chan struct{})}, nil
 }
 

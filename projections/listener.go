@@ -30,6 +30,18 @@ type Listener struct {
 	positions map[string]eventstore.Position
 	changed   chan struct{} // closed and replaced whenever positions change
 	live      bool          // the LISTEN connection is up
+	esdb      bool          // positions are EventStoreDB's (esdb_checkpoints)
+}
+
+// followESDB makes the listener read the projections' positions from
+// esdb_checkpoints only. After `lectern events copy` projection_offsets still
+// holds PostgreSQL positions, which do not compare with EventStoreDB's: read
+// alongside, a PostgreSQL transaction id would pass for a later position and
+// a write would answer before its read models hold it.
+func (l *Listener) followESDB() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.esdb = true
 }
 
 // NewListener returns a listener; Run starts it.
@@ -133,9 +145,13 @@ func (l *Listener) advance(group string, pos eventstore.Position) {
 
 // Refresh reads every projection's committed position from the database.
 func (l *Listener) Refresh(ctx context.Context) error {
-	rows, err := l.pool.Query(ctx, `
-		SELECT consumer_group, last_processed_transaction_id::text, coalesce(offset_acked, 0) FROM projection_offsets
-		UNION ALL SELECT consumer_group, commit_position::text, prepare_position FROM esdb_checkpoints`)
+	l.mu.Lock()
+	sql := `SELECT consumer_group, last_processed_transaction_id::text, coalesce(offset_acked, 0) FROM projection_offsets`
+	if l.esdb {
+		sql = `SELECT consumer_group, commit_position::text, prepare_position FROM esdb_checkpoints`
+	}
+	l.mu.Unlock()
+	rows, err := l.pool.Query(ctx, sql)
 	if err != nil {
 		return err
 	}

@@ -198,9 +198,9 @@ func New(cfg Config) (*Service, error) {
 	if es != nil {
 		runner.Subscribers = projections.ESDBSubscribers(es.Client(), projPool, listener, cfg.Logger)
 	}
-	var lagDB metrics.Querier // the lag is read from the PostgreSQL log only
-	if es == nil {
-		lagDB = cfg.Pool
+	var lagDB metrics.Querier = cfg.Pool // the lag behind the PostgreSQL log
+	if es != nil {
+		lagDB = metrics.ESDBLag(es, cfg.Pool) // behind EventStoreDB's, past esdb_checkpoints
 	}
 	m.RegisterProjections(metrics.Projections(runner.Statuses, lagDB))
 	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool,

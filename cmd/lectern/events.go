@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"lectern/eventstore"
 	"lectern/eventstore/esdb"
 	"lectern/eventstore/postgres"
 	"lectern/history"
@@ -25,7 +27,8 @@ func eventsCmd() *cobra.Command {
 		Short: "Write the event log as NDJSON (one event per line), password hashes redacted",
 		Long: "Write the event log as NDJSON, in log order, one event per line: position, stream, version, type,\n" +
 			"schema_version, data, metadata, recorded_at, event_id. The export is the log as of its start;\n" +
-			"it reads and writes a page at a time, so memory stays constant however long the log.",
+			"it reads and writes a page at a time, so memory stays constant however long the log. It reads\n" +
+			"the event store Lectern runs on: EventStoreDB when EVENTSTORE_URL is set, else PostgreSQL.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if f.Since, err = parseTimeFlag("--since", since); err != nil {
@@ -37,15 +40,11 @@ func eventsCmd() *cobra.Command {
 			if err := f.Validate(); err != nil {
 				return err
 			}
-			url := os.Getenv("DATABASE_URL")
-			if url == "" {
-				return errors.New("DATABASE_URL is not set")
-			}
-			pool, err := connect(cmd.Context(), url)
+			store, closeStore, err := openEventStore(cmd.Context())
 			if err != nil {
 				return err
 			}
-			defer pool.Close()
+			defer closeStore()
 			var w io.Writer = cmd.OutOrStdout()
 			if output != "" && output != "-" {
 				file, err := os.Create(output)
@@ -59,7 +58,7 @@ func eventsCmd() *cobra.Command {
 				}()
 				w = file
 			}
-			n, err := history.Export(cmd.Context(), pool, w, f)
+			n, err := history.Export(cmd.Context(), store, w, f)
 			if err != nil {
 				return fmt.Errorf("export stopped after %d events: %w", n, err)
 			}
@@ -78,6 +77,28 @@ func eventsCmd() *cobra.Command {
 	return events
 }
 
+// openEventStore opens the event store the service runs on: EventStoreDB
+// when EVENTSTORE_URL is set, else the PostgreSQL store of DATABASE_URL.
+func openEventStore(ctx context.Context) (eventstore.Store, func(), error) {
+	if to := os.Getenv("EVENTSTORE_URL"); to != "" {
+		s, err := esdb.Open(ctx, to)
+		if err != nil {
+			return nil, nil, fmt.Errorf("EVENTSTORE_URL: %w", err)
+		}
+		return s, func() { _ = s.Close() }, nil
+	}
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		return nil, nil, errors.New("DATABASE_URL is not set")
+	}
+	pool, err := connect(ctx, url)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := postgres.New(pool, nil)
+	return s, func() { s.Close(); pool.Close() }, nil
+}
+
 // copyCmd is `lectern events copy`: the PostgreSQL event log into EventStoreDB.
 func copyCmd() *cobra.Command {
 	var to string
@@ -87,7 +108,9 @@ func copyCmd() *cobra.Command {
 		Long: "Copy every event of the PostgreSQL event log (DATABASE_URL) into EventStoreDB, in log order,\n" +
 			"each to its own stream at its own version, with its id, type, data, metadata, schema version and\n" +
 			"recorded time. Re-running it is safe: events already copied are accepted as retries and written\n" +
-			"once. Stop Lectern first (or copy again once it is stopped) so no event is appended meanwhile.",
+			"once. Stop Lectern first (or copy again once it is stopped) so no event is appended meanwhile.\n" +
+			"Each projection's position is recorded as its EventStoreDB checkpoint (unless it has one), so a\n" +
+			"service started on EventStoreDB goes on from where the read models stand.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
@@ -126,6 +149,13 @@ func copyCmd() *cobra.Command {
 				return fmt.Errorf("copy stopped after %d events read (%d written): %w", seen, n, err)
 			}
 			fmt.Fprintf(stderr, "copied %d events (%d read, %d already in EventStoreDB)\n", n, seen, seen-n)
+			// The read models in PostgreSQL stay: the projections go on from
+			// where they stand instead of applying the history again.
+			c, err := history.CopyCheckpoints(ctx, pool, dst)
+			if err != nil {
+				return fmt.Errorf("projection checkpoints: %w", err)
+			}
+			fmt.Fprintf(stderr, "recorded %d projection checkpoints\n", c)
 			return nil
 		},
 	}

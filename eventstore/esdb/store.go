@@ -209,6 +209,25 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 	return out, nil
 }
 
+var _ eventstore.LogEnder = (*Store)(nil)
+
+// LogEnd implements eventstore.LogEnder: just past the last event of $all.
+// EventStoreDB assigns positions as it commits, so nothing can appear before it.
+func (s *Store) LogEnd(ctx context.Context) (eventstore.Position, error) {
+	var end eventstore.Position
+	// The last event may be a system event: only its position is wanted.
+	_, err := s.read(ctx, func() (*client.ReadStream, error) {
+		return s.c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Backwards, From: client.End{}}, 1)
+	}, func(ev *client.RecordedEvent) bool {
+		end = eventstore.Position{Commit: ev.Position.Commit, Prepare: ev.Position.Prepare + 1}
+		return false
+	})
+	if err != nil {
+		return eventstore.Position{}, fmt.Errorf("esdb: log end: %w", err)
+	}
+	return end, nil
+}
+
 // read drains a read, keeping the events keep accepts (nil: all).
 func (s *Store) read(ctx context.Context, open func() (*client.ReadStream, error), keep func(*client.RecordedEvent) bool) ([]eventstore.RecordedEvent, error) {
 	rs, err := open()

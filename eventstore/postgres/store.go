@@ -391,3 +391,38 @@ func position(txid string, offset int64) (eventstore.Position, error) {
 	}
 	return eventstore.Position{Commit: c, Prepare: uint64(offset)}, nil
 }
+
+var _ eventstore.LogEnder = (*Store)(nil)
+
+// LogEnd implements eventstore.LogEnder. It waits until every transaction
+// running when it was called has ended, then returns the first transaction id
+// not yet assigned then: events committed before the call are before it, and
+// a transaction that commits late cannot land before it, even while a long
+// transaction holds the pg_snapshot_xmin horizon of ReadAll back.
+func (s *Store) LogEnd(ctx context.Context) (eventstore.Position, error) {
+	var xmax string
+	if err := s.db.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text`).Scan(&xmax); err != nil {
+		return eventstore.Position{}, fmt.Errorf("log end: %w", err)
+	}
+	commit, err := strconv.ParseUint(xmax, 10, 64)
+	if err != nil {
+		return eventstore.Position{}, fmt.Errorf("log end: transaction id %q: %w", xmax, err)
+	}
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		var done bool
+		if err := s.db.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot()) >= $1::text::xid8`, xmax).Scan(&done); err != nil {
+			return eventstore.Position{}, fmt.Errorf("log end: %w", err)
+		}
+		if done {
+			// Offsets start at 1: no event is at (xmax, 0).
+			return eventstore.Position{Commit: commit}, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return eventstore.Position{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
