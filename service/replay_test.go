@@ -200,6 +200,12 @@ func snapshot(t *testing.T, pool *pgxpool.Pool) map[string][]string {
 			if out[table+" indexes"], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 				t.Fatal(err)
 			}
+			var persistence string // p: permanent (a replay loads unlogged tables first)
+			if err := pool.QueryRow(context.Background(), `SELECT relpersistence::text FROM pg_class WHERE oid = $1::regclass`,
+				table).Scan(&persistence); err != nil {
+				t.Fatal(err)
+			}
+			out[table+" persistence"] = []string{persistence}
 		}
 	}
 	return out

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,15 +37,28 @@ import (
 )
 
 var (
-	duration = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
-	only     = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, esdb, knowledge or replay")
+	duration   = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
+	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
+	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, esdb, knowledge or replay")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
 
 func main() {
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lectern-bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "lectern-bench:", err)
 		os.Exit(1)
 	}
