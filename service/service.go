@@ -18,6 +18,7 @@ import (
 	"lectern/api"
 	"lectern/auth"
 	"lectern/commands"
+	"lectern/downstream"
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/eventstore/esdb"
@@ -53,6 +54,12 @@ type Config struct {
 	ModelOptions []llm.Option
 	// Embedder embeds knowledge chunks (nil: the offline embedder).
 	Embedder knowledge.Embedder
+	// BrokerURL selects where classroom changes are published for
+	// downstream systems: nats://host:port for NATS JetStream; empty: the
+	// watermill-sql topic in the same database (docs/subscribing.md).
+	BrokerURL string
+	// BrokerTopic overrides the topic (downstream.DefaultTopic).
+	BrokerTopic string
 }
 
 // Validate reports every problem at once.
@@ -80,31 +87,38 @@ type Service struct {
 	Listener *projections.Listener
 	Runner   *projections.Runner
 	// Knowledge runs the reindex jobs in the background.
-	Knowledge  *commands.Knowledge
-	pool       *pgxpool.Pool
-	projPool   *pgxpool.Pool
-	closeStore func()
+	Knowledge *commands.Knowledge
+	// Downstream publishes classroom changes; it runs with the projections,
+	// under its own runner (newDownstreamRunner).
+	Downstream          *downstream.Forwarder
+	newDownstreamRunner func() *projections.Runner
+	pool                *pgxpool.Pool
+	projPool            *pgxpool.Pool
+	downPool            *pgxpool.Pool
+	closeStore          func()
 }
 
 // projectionPool is a pool for the projections whose commits do not wait for
 // the WAL flush: a read model lost in a crash loses its offset with it (one
 // transaction) and is rebuilt from the durable event log, so durability buys
 // nothing there but latency.
-func projectionPool(main *pgxpool.Pool) (*pgxpool.Pool, error) {
+func projectionPool(main *pgxpool.Pool, size int32) (*pgxpool.Pool, error) {
 	cfg := main.Config().Copy()
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
-	cfg.MaxConns = 8
+	cfg.MaxConns = size
 	cfg.MinConns = 0
 	return pgxpool.NewWithConfig(context.Background(), cfg)
 }
 
 // Close releases the service's own connections (not the caller's pool).
 func (s *Service) Close() {
+	_ = s.Downstream.Close()
 	s.closeStore()
 	s.projPool.Close()
+	s.downPool.Close()
 }
 
 // Projections returns every read model's projection.
@@ -190,7 +204,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	identity.AddressLimit = cfg.AddressLimit
-	projPool, err := projectionPool(cfg.Pool)
+	projPool, err := projectionPool(cfg.Pool, 8)
 	if err != nil {
 		return nil, err
 	}
@@ -198,13 +212,36 @@ func New(cfg Config) (*Service, error) {
 	if es != nil {
 		runner.Subscribers = projections.ESDBSubscribers(es.Client(), projPool, listener, cfg.Logger)
 	}
+	forwarder, err := downstream.New(downstream.Config{BrokerURL: cfg.BrokerURL, Topic: cfg.BrokerTopic, Logger: cfg.Logger})
+	if err != nil {
+		projPool.Close()
+		return nil, err
+	}
+	// The forwarder is not one of Projections(): no write waits for it, a
+	// replay does not republish, and its runner is restarted after a broker
+	// outage instead of stalling. Its connections are its own, so that its
+	// transactions never queue the read models' for a connection.
+	downPool, err := projectionPool(cfg.Pool, 2)
+	if err != nil {
+		projPool.Close()
+		_ = forwarder.Close()
+		return nil, err
+	}
+	newDownstreamRunner := func() *projections.Runner {
+		r := projections.NewRunner(downPool, listener, registry, cfg.Logger, forwarder.Projection())
+		if es != nil {
+			r.Subscribers = projections.ESDBSubscribers(es.Client(), downPool, listener, cfg.Logger)
+		}
+		return r
+	}
+	statuses := func() []projections.Status { return append(runner.Statuses(), forwarder.Status()) }
 	var lagDB metrics.Querier = cfg.Pool // the lag behind the PostgreSQL log
 	if es != nil {
 		lagDB = metrics.ESDBLag(es, cfg.Pool) // behind EventStoreDB's, past esdb_checkpoints
 	}
-	m.RegisterProjections(metrics.Projections(runner.Statuses, lagDB))
+	m.RegisterProjections(metrics.Projections(statuses, lagDB))
 	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool,
-		projPool: projPool, closeStore: closeStore}
+		projPool: projPool, downPool: downPool, closeStore: closeStore, Downstream: forwarder, newDownstreamRunner: newDownstreamRunner}
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
@@ -252,6 +289,8 @@ func (s *Service) RunBackground(ctx context.Context, withProjections bool) (stop
 				slog.Default().Error("projections stopped", "error", err)
 			}
 		}()
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Downstream.Run(ctx, s.pool, s.newDownstreamRunner) }()
 	}
 	return func() { cancel(); wg.Wait() }
 }

@@ -52,6 +52,10 @@ type env struct {
 	JWTKeyFile  string
 	AdminEmails []string
 	LogLevel    slog.Level
+	// BrokerURL and BrokerTopic: where classroom changes are published
+	// (docs/subscribing.md).
+	BrokerURL   string
+	BrokerTopic string
 }
 
 func readEnv() (env, error) {
@@ -60,6 +64,8 @@ func readEnv() (env, error) {
 		Port:        os.Getenv("PORT"),
 		JWTKey:      os.Getenv("LECTERN_JWT_KEY"),
 		JWTKeyFile:  os.Getenv("LECTERN_JWT_KEY_FILE"),
+		BrokerURL:   os.Getenv("LECTERN_BROKER_URL"),
+		BrokerTopic: os.Getenv("LECTERN_BROKER_TOPIC"),
 	}
 	if e.Port == "" {
 		e.Port = "8080"
@@ -140,7 +146,8 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 		return nil, nil, err
 	}
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
-		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL")})
+		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"),
+		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

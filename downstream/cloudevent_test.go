@@ -1,0 +1,136 @@
+package downstream_test
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
+	"lectern/downstream"
+	"lectern/events"
+)
+
+func TestEncode(t *testing.T) {
+	capacity := int64(30)
+	course := int64(4)
+	e := events.ClassCreated{ClassID: 3, OrgID: 1, PartnerID: 2, CourseID: &course, Name: "Algebra A", Status: "planned",
+		Capacity: &capacity, AllowedModelIDs: []int64{}, CreatedBy: 7}
+	m := events.Meta{EventID: "0193a1f2-7c1e-7d3a-9b1e-1f2a3b4c5d6e", StreamID: "class-3", Version: 1, Position: "812-5",
+		RecordedAt: time.Date(2026, 11, 21, 10, 4, 5, 123456000, time.UTC), UserID: 7}
+	ce, err := downstream.Encode(m, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := downstream.Message(ce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.UUID != m.EventID || msg.Metadata.Get("content-type") != "application/cloudevents+json" {
+		t.Errorf("message uuid %s metadata %v", msg.UUID, msg.Metadata)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(msg.Payload, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{
+		"specversion":     "1.0",
+		"id":              "0193a1f2-7c1e-7d3a-9b1e-1f2a3b4c5d6e",
+		"source":          "/lectern",
+		"type":            "lectern.class.created",
+		"subject":         "class-3",
+		"time":            "2026-11-21T10:04:05.123456Z",
+		"datacontenttype": "application/json",
+		"streamversion":   float64(1),
+		"schemaversion":   float64(1),
+		"data": map[string]any{
+			"class_id": float64(3), "org_id": float64(1), "partner_id": float64(2), "course_id": float64(4), "name": "Algebra A",
+			"description": nil, "status": "planned", "start_at": nil, "end_at": nil, "capacity": float64(30), "timezone": nil,
+			"location": nil, "online_url": nil, "invite_only": false, "primary_model_id": nil, "allowed_model_ids": []any{},
+			"created_by": float64(7),
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("CloudEvent\n%s\nwant\n%v", msg.Payload, want)
+	}
+
+	// A consumer with the CloudEvents SDK reads it back.
+	var back cloudevents.Event
+	if err := json.Unmarshal(msg.Payload, &back); err != nil {
+		t.Fatal(err)
+	}
+	var data events.ClassCreated
+	if err := back.DataAs(&data); err != nil || !reflect.DeepEqual(data, e) {
+		t.Fatalf("data read back %+v (%v), want %+v", data, err, e)
+	}
+}
+
+func TestEncodeRefusesAnEventWithoutID(t *testing.T) {
+	_, err := downstream.Encode(events.Meta{StreamID: "course-1", Version: 1, RecordedAt: time.Now()}, events.CourseCreated{CourseID: 1})
+	if err == nil {
+		t.Fatal("an event without an id was encoded; consumers could not deduplicate it")
+	}
+}
+
+// The forwarder publishes every event type of the class, course, partner and
+// enrollment streams, and no other: a new event type of these categories
+// cannot be forgotten.
+func TestForwardsEveryClassroomEventType(t *testing.T) {
+	f, err := downstream.New(downstream.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handled []string
+	for _, h := range f.Projection().Handlers {
+		handled = append(handled, h.NewEvent().(events.Event).EventType())
+	}
+	slices.Sort(handled)
+
+	// Every `EventType() string { return "category.name" }` in package events.
+	files, err := filepath.Glob("../events/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var declared []string
+	fset := token.NewFileSet()
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || fn.Name.Name != "EventType" || len(fn.Body.List) != 1 {
+				continue
+			}
+			ret, ok := fn.Body.List[0].(*ast.ReturnStmt)
+			if !ok || len(ret.Results) != 1 {
+				continue
+			}
+			lit, ok := ret.Results[0].(*ast.BasicLit)
+			if !ok {
+				continue
+			}
+			name, _ := strconv.Unquote(lit.Value)
+			switch strings.SplitN(name, ".", 2)[0] {
+			case events.CategoryClass, events.CategoryCourse, events.CategoryPartner, events.CategoryEnrollment:
+				declared = append(declared, name)
+			}
+		}
+	}
+	slices.Sort(declared)
+	if len(declared) == 0 || !slices.Equal(handled, declared) {
+		t.Fatalf("forwarded %v\nclassroom event types %v", handled, declared)
+	}
+}
