@@ -49,13 +49,33 @@ func Encode(m events.Meta, e events.Event) (cloudevents.Event, error) {
 	ce.SetExtension(ExtSchemaVersion, e.SchemaVersion())
 	// The event itself, not its JSON bytes: the SDK would send bytes as
 	// data_base64.
-	if err := ce.SetData(cloudevents.ApplicationJSON, e); err != nil {
+	if err := ce.SetData(cloudevents.ApplicationJSON, redact(e)); err != nil {
 		return cloudevents.Event{}, fmt.Errorf("encode %s %s: %w", e.EventType(), m.EventID, err)
 	}
 	if err := ce.Validate(); err != nil {
 		return cloudevents.Event{}, fmt.Errorf("cloudevent of %s %s: %w", e.EventType(), m.EventID, err)
 	}
 	return ce, nil
+}
+
+// Redacted stands for a secret left out of a published event.
+const Redacted = "[redacted]"
+
+// redact leaves out what must not leave the service: an invite code admits
+// whoever holds it to its class, so downstream systems get its id only.
+func redact(e events.Event) events.Event {
+	switch e := e.(type) {
+	case events.InviteCodeIssued:
+		e.Code = Redacted
+		return e
+	case events.InviteCodeUsed:
+		e.Code = Redacted
+		return e
+	case events.InviteCodeRevoked:
+		e.Code = Redacted
+		return e
+	}
+	return e
 }
 
 // Message wraps a CloudEvent in a Watermill message whose UUID is the event

@@ -6,6 +6,7 @@ package projections
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,13 +51,18 @@ func NewListener(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
 }
 
 // Wake returns a channel that receives (without blocking the sender) after
-// every committed append; a missed signal is kept until read.
-func (l *Listener) Wake() <-chan struct{} {
+// every committed append, a missed signal kept until read, and the function
+// that stops it (a restarted projection asks for a new one).
+func (l *Listener) Wake() (<-chan struct{}, func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ch := make(chan struct{}, 1)
 	l.wakers = append(l.wakers, ch)
-	return ch
+	return ch, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.wakers = slices.DeleteFunc(l.wakers, func(c chan struct{}) bool { return c == ch })
+	}
 }
 
 // WakeLocal wakes this process's subscribers (after an append it made).

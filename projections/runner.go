@@ -293,10 +293,13 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	// closing ends the subscriber's wait for notifications, then the router
 	// closes (waiting for in-flight events).
 	closing := make(chan struct{})
+	wake, unwake := r.listener.Wake()
 	var once sync.Once
 	stop := func() error {
 		once.Do(func() { close(closing) })
-		return router.Close()
+		err := router.Close()
+		unwake()
+		return err
 	}
 	handled := map[string]bool{}
 	for _, h := range p.Handlers {
@@ -321,7 +324,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 				OffsetsAdapter: postgres.NewOffsets(),
 				AckDeadline:    &noDeadline,
 				ResendInterval: 50 * time.Millisecond,
-				BackoffManager: wakeBackoff{wake: r.listener.Wake(), closing: closing, fallback: r.Fallback, retry: time.Second,
+				BackoffManager: wakeBackoff{wake: wake, closing: closing, fallback: r.Fallback, retry: time.Second,
 					ready: func() bool { return r.pending(params.EventGroupName) }},
 			}, wlog)
 			if err != nil {

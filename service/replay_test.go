@@ -37,6 +37,15 @@ type client struct {
 
 func (c *client) call(method, path, token string, body any, want int) map[string]any {
 	c.t.Helper()
+	out, err := c.try(method, path, token, body, want)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return out
+}
+
+// try is call for goroutines other than the test's.
+func (c *client) try(method, path, token string, body any, want int) (map[string]any, error) {
 	raw, _ := json.Marshal(body)
 	req, _ := http.NewRequest(method, c.url+path, bytes.NewReader(raw))
 	req.Header.Set("Content-Type", "application/json")
@@ -45,12 +54,12 @@ func (c *client) call(method, path, token string, body any, want int) map[string
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		c.t.Fatal(err)
+		return nil, err
 	}
 	defer res.Body.Close()
 	data, _ := io.ReadAll(res.Body)
 	if res.StatusCode != want {
-		c.t.Fatalf("%s %s: %d %s, want %d", method, path, res.StatusCode, data, want)
+		return nil, fmt.Errorf("%s %s: %d %s, want %d", method, path, res.StatusCode, data, want)
 	}
 	if p, err := eventstore.ParsePosition(res.Header.Get("X-Event-Position")); err == nil {
 		c.mu.Lock()
@@ -61,7 +70,7 @@ func (c *client) call(method, path, token string, body any, want int) map[string
 	}
 	var out map[string]any
 	_ = json.Unmarshal(data, &out)
-	return out
+	return out, nil
 }
 
 // id is a response's id field: "id" unless the resource names it otherwise.
@@ -290,11 +299,16 @@ func TestReplayWhileWriting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var written []int64
+	var writeErr error
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := 0; ctx.Err() == nil; i++ {
-			a := e.c.call("POST", "/agents", token, map[string]any{"name": fmt.Sprintf("Agent %d", i), "system_prompt": "p"}, 201)
+			a, err := e.c.try("POST", "/agents", token, map[string]any{"name": fmt.Sprintf("Agent %d", i), "system_prompt": "p"}, 201)
+			if err != nil {
+				writeErr = err
+				return
+			}
 			written = append(written, id(a, "agent_id"))
 		}
 	}()
@@ -304,6 +318,9 @@ func TestReplayWhileWriting(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
+	if writeErr != nil {
+		t.Fatalf("a write during the replays: %v", writeErr)
+	}
 	e.settle(t)
 	if len(written) < 10 {
 		t.Fatalf("only %d writes during the replays: the test proves little", len(written))
