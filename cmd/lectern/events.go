@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -87,11 +86,7 @@ func openEventStore(ctx context.Context) (eventstore.Store, func(), error) {
 		}
 		return s, func() { _ = s.Close() }, nil
 	}
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		return nil, nil, errors.New("DATABASE_URL is not set")
-	}
-	pool, err := connect(ctx, url)
+	pool, err := connectEnv(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -119,12 +114,8 @@ func copyCmd() *cobra.Command {
 			if !strings.HasPrefix(to, "esdb://") && !strings.HasPrefix(to, "esdb+discover://") {
 				return fmt.Errorf("--to: want an EventStoreDB connection string such as esdb://localhost:2113?tls=false, got %q", to)
 			}
-			url := os.Getenv("DATABASE_URL")
-			if url == "" {
-				return errors.New("DATABASE_URL is not set")
-			}
 			ctx := cmd.Context()
-			pool, err := connect(ctx, url)
+			pool, err := connectEnv(ctx)
 			if err != nil {
 				return err
 			}

@@ -122,6 +122,16 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// connectEnv connects to DATABASE_URL, for the commands that need only the
+// database.
+func connectEnv(ctx context.Context) (*pgxpool.Pool, error) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		return nil, errors.New("DATABASE_URL is not set")
+	}
+	return connect(ctx, url)
+}
+
 func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgxpool.Pool, error) {
 	key, err := e.key()
 	if err != nil {
@@ -230,11 +240,7 @@ func migrateCmd() *cobra.Command {
 		Use:   "migrate",
 		Short: "Apply pending database migrations",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			url := os.Getenv("DATABASE_URL")
-			if url == "" {
-				return errors.New("DATABASE_URL is not set")
-			}
-			pool, err := connect(cmd.Context(), url)
+			pool, err := connectEnv(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -38,11 +37,7 @@ func replayCmd() *cobra.Command {
 				}
 				return nil
 			}
-			url := os.Getenv("DATABASE_URL")
-			if url == "" {
-				return errors.New("DATABASE_URL is not set")
-			}
-			pool, err := connect(cmd.Context(), url)
+			pool, err := connectEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
