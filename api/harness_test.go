@@ -135,6 +135,9 @@ func (e *env) events(t testing.TB) eventstore.Store {
 	return postgres.New(e.pool, nil)
 }
 
+// testConsistencyWait bounds the tests' read-your-writes waits (see startEnv).
+const testConsistencyWait = 10 * time.Second
+
 type envConfig struct {
 	now         func() time.Time // nil: time.Now
 	adminEmails []string
@@ -168,6 +171,12 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		Now:           cfg.now,
 		AddressLimit:  100000,
 		EventStoreURL: eventStoreURL(t),
+		// make test runs every package's services on one cluster at once,
+		// and the log's visibility horizon is the cluster's: another
+		// package's held transaction (held on purpose, or a slow batch under
+		// load) can stall these projections past the 2 s default, and a
+		// write would then answer before its read model holds it.
+		ConsistencyWait: testConsistencyWait,
 	})
 	if err != nil {
 		t.Fatalf("service.New: %v", err)

@@ -96,7 +96,8 @@ func startReplayEnv(t *testing.T, store string) *replayEnv {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	cfg := service.Config{Pool: pgtest.Fresh(t), JWTKey: key, Mail: mail.NewLogSender(quiet), Logger: quiet,
-		AdminEmails: []string{"admin@example.com"}, AddressLimit: 100000}
+		AdminEmails: []string{"admin@example.com"}, AddressLimit: 100000,
+		ConsistencyWait: 10 * time.Second} // other packages' tests share the cluster's log horizon
 	if store == "esdbfake" {
 		cfg.EventStoreURL = esdbfake.Start(t)
 	}

@@ -51,6 +51,46 @@ func esdbBench(ctx context.Context, base string) error {
 		}
 		fmt.Printf("%-8d %14.0f %14.0f %8.2f\n", writers, fake, pgRate, fake/pgRate)
 	}
+
+	// Projection lag: a server on each store, each with a database of its own.
+	fmt.Println("\n## Projection lag (append -> row visible): server on esdbfake vs on PostgreSQL")
+	fmt.Printf("%-22s %10s %10s %12s %12s\n", "", "p50", "p99", "append p50", "append p99")
+	for _, on := range []string{"esdbfake", "postgres"} {
+		lagPool, lagDB, err := pgtest.NewDatabase(ctx, base)
+		if err != nil {
+			return err
+		}
+		var env []string
+		var store eventstore.Store = postgres.New(lagPool, nil)
+		if on == "esdbfake" {
+			lagSrv, err := esdbfake.New()
+			if err != nil {
+				lagPool.Close()
+				return err
+			}
+			defer lagSrv.Close()
+			lagES, err := esdb.Open(ctx, lagSrv.URL())
+			if err != nil {
+				lagPool.Close()
+				return err
+			}
+			defer func() { _ = lagES.Close() }()
+			env, store = []string{"EVENTSTORE_URL=" + lagSrv.URL()}, lagES
+		}
+		srv, err := startServer(ctx, base, lagDB, env...)
+		if err != nil {
+			lagPool.Close()
+			return err
+		}
+		lags, appends, err := measureLag(ctx, lagPool, store)
+		srv.stop()
+		lagPool.Close()
+		if err != nil {
+			return fmt.Errorf("lag on %s: %w", on, err)
+		}
+		fmt.Printf("%-22s %10s %10s %12s %12s\n", "on "+on, ms(percentile(lags, .5)), ms(percentile(lags, .99)),
+			ms(percentile(appends, .5)), ms(percentile(appends, .99)))
+	}
 	return nil
 }
 
