@@ -238,13 +238,16 @@ type RequestReindex struct {
 	JobID       int64
 }
 
-// DecideRequestReindex records the request of the owner's job.
+// DecideRequestReindex records the request of the owner's job. The job's
+// row is queued before its request is appended (commands.RequestReindex), so
+// a worker may run it and record its end first: a job the stream knows
+// already is requested, and nothing more is recorded.
 func DecideRequestReindex(d KnowledgeDocument, c RequestReindex) ([]events.Event, error) {
 	if !d.Exists() || d.OwnerID != c.CallerID {
 		return nil, errKnowledgeNotFound
 	}
 	if _, ok := d.Jobs[c.JobID]; ok {
-		return nil, derrors.New(derrors.ErrConflict, "Reindex job already exists")
+		return nil, nil
 	}
 	return []events.Event{events.KnowledgeReindexRequested{KnowledgeID: d.ID, JobID: c.JobID}}, nil
 }

@@ -119,6 +119,12 @@ func TestKnowledgeDecisions(t *testing.T) {
 			then:  []events.Event{events.KnowledgeReindexRequested{KnowledgeID: 4, JobID: 12}},
 		},
 		{
+			name: "a job a worker finished before its request was recorded is not requested again",
+			given: []events.Event{docUploaded,
+				events.KnowledgeReindexFinished{KnowledgeID: 4, JobID: 12, Status: "completed", ChunksTotal: 3}},
+			when: reindex(7, 12),
+		},
+		{
 			name:    "another user cannot reindex",
 			given:   []events.Event{docUploaded},
 			when:    reindex(8, 12),
