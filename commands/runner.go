@@ -86,11 +86,7 @@ func load[S any](ctx context.Context, d Deps, stream string, evolve func(S, even
 
 func envelope(r eventstore.RecordedEvent, e events.Event) events.Envelope {
 	return events.Envelope{
-		Meta: events.Meta{
-			EventID: r.ID.String(), StreamID: r.StreamID, Version: r.Version, Position: r.Position.String(),
-			RecordedAt: r.RecordedAt, CorrelationID: r.Metadata.CorrelationID, CausationID: r.Metadata.CausationID,
-			UserID: r.Metadata.UserID, RequestID: r.Metadata.RequestID,
-		},
+		Meta:  events.MetaOf(r),
 		Event: e,
 	}
 }

@@ -344,7 +344,7 @@ func (r *Replayer) applyPage(ctx context.Context, tx *pipelineTx, w *replayWorke
 				return fmt.Errorf("decode %s %s: %w", rec.Type, rec.ID, err)
 			}
 			tx.current = rec.ID.String()
-			if err := h.apply(ctx, tx, metaOfRecord(rec), e); err != nil {
+			if err := h.apply(ctx, tx, events.MetaOf(rec), e); err != nil {
 				return fmt.Errorf("event %s (%s): %w", rec.ID, rec.Type, err)
 			}
 			w.applied++
@@ -352,14 +352,6 @@ func (r *Replayer) applyPage(ctx context.Context, tx *pipelineTx, w *replayWorke
 		w.pos = rec.Position
 	}
 	return nil
-}
-
-func metaOfRecord(rec eventstore.RecordedEvent) events.Meta {
-	return events.Meta{
-		EventID: rec.ID.String(), StreamID: rec.StreamID, Version: rec.Version, Position: rec.Position.String(),
-		RecordedAt: rec.RecordedAt, CorrelationID: rec.Metadata.CorrelationID, CausationID: rec.Metadata.CausationID,
-		UserID: rec.Metadata.UserID, RequestID: rec.Metadata.RequestID,
-	}
 }
 
 // connect opens w's own connection, whose unqualified table names resolve to
@@ -385,14 +377,8 @@ func (r *Replayer) swap(ctx context.Context, w *replayWorker) (ReplayResult, err
 	res := ReplayResult{Projection: w.p.Name, Tables: w.p.Tables}
 	// Catch up without the lock first, so the live consumer waits only for
 	// the last page or so.
-	for {
-		n, err := r.follow(ctx, w, w.conn)
-		if err != nil {
-			return res, err
-		}
-		if n < r.PageSize {
-			break
-		}
+	if err := r.follow(ctx, w, w.conn); err != nil {
+		return res, err
 	}
 	tx, err := w.conn.Begin(ctx)
 	if err != nil {
@@ -406,14 +392,8 @@ func (r *Replayer) swap(ctx context.Context, w *replayWorker) (ReplayResult, err
 	if err != nil {
 		return res, fmt.Errorf("replay %s: lock checkpoint: %w", w.p.Name, err)
 	}
-	for {
-		n, err := r.follow(ctx, w, tx)
-		if err != nil {
-			return res, err
-		}
-		if n < r.PageSize {
-			break
-		}
+	if err := r.follow(ctx, w, tx); err != nil {
+		return res, err
 	}
 	if w.pos.Compare(live) < 0 { // cannot be: the log was read past the live consumer
 		return res, fmt.Errorf("replay %s: stopped at %s before the live consumer's %s", w.p.Name, w.pos, live)
@@ -445,28 +425,33 @@ func (r *Replayer) swap(ctx context.Context, w *replayWorker) (ReplayResult, err
 	return res, nil
 }
 
-// follow applies one page of the log past w's position through db, in a
-// transaction of its own unless db is one; it returns the page's length.
+// follow applies the log past w's position through db, a page per
+// transaction of its own (a savepoint when db is a transaction), until a
+// page comes back short: the end of the log as it reads then.
 func (r *Replayer) follow(ctx context.Context, w *replayWorker, db interface {
 	Begin(context.Context) (pgx.Tx, error)
-}) (int, error) {
-	page, err := r.Store.ReadAll(ctx, w.pos, r.PageSize)
-	if err != nil || len(page) == 0 {
-		return 0, err
+}) error {
+	for {
+		page, err := r.Store.ReadAll(ctx, w.pos, r.PageSize)
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		ptx, err := db.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		tx := newPipelineTx(ptx, r.Pipeline)
+		if err := r.applyPage(ctx, tx, w, page); err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+			return fmt.Errorf("replay %s: %w", w.p.Name, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("replay %s: %w", w.p.Name, err)
+		}
+		if len(page) < r.PageSize {
+			return nil
+		}
 	}
-	ptx, err := db.Begin(ctx) // a savepoint when db is a transaction
-	if err != nil {
-		return 0, err
-	}
-	tx := newPipelineTx(ptx, r.Pipeline)
-	if err := r.applyPage(ctx, tx, w, page); err != nil {
-		_ = tx.Rollback(context.WithoutCancel(ctx))
-		return 0, fmt.Errorf("replay %s: %w", w.p.Name, err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("replay %s: %w", w.p.Name, err)
-	}
-	return len(page), nil
 }
 
 // PostgresCheckpoints are the live consumers' offsets on the PostgreSQL
