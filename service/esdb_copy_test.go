@@ -61,17 +61,11 @@ func startService(t *testing.T, pool *pgxpool.Pool, key []byte, eventStoreURL st
 // do sends a request and returns the status, headers and body.
 func (r *running) do(method, path, token, body string) (int, http.Header, string) {
 	r.t.Helper()
-	req, _ := http.NewRequest(method, r.url+path, strings.NewReader(body))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
+	status, header, b, err := send(method, r.url+path, token, []byte(body))
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, res.Header, string(b)
+	return status, header, string(b)
 }
 
 func (r *running) login() string {

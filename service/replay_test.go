@@ -1,14 +1,12 @@
 package service_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
@@ -47,21 +45,14 @@ func (c *client) call(method, path, token string, body any, want int) map[string
 // try is call for goroutines other than the test's.
 func (c *client) try(method, path, token string, body any, want int) (map[string]any, error) {
 	raw, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, c.url+path, bytes.NewReader(raw))
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	res, err := http.DefaultClient.Do(req)
+	status, header, data, err := send(method, c.url+path, token, raw)
 	if err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(res.Body)
-	if res.StatusCode != want {
-		return nil, fmt.Errorf("%s %s: %d %s, want %d", method, path, res.StatusCode, data, want)
+	if status != want {
+		return nil, fmt.Errorf("%s %s: %d %s, want %d", method, path, status, data, want)
 	}
-	if p, err := eventstore.ParsePosition(res.Header.Get("X-Event-Position")); err == nil {
+	if p, err := eventstore.ParsePosition(header.Get("X-Event-Position")); err == nil {
 		c.mu.Lock()
 		if p.Compare(c.last) > 0 {
 			c.last = p

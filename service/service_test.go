@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"lectern/eventstore/esdbfake"
@@ -39,40 +38,27 @@ func TestServiceOnEventStoreDB(t *testing.T) {
 	if _, _, err := svc.Identity.CreateUser(context.Background(), "ada@example.com", "correct horse", "Ada", false); err != nil {
 		t.Fatal(err)
 	}
-	post := func(path, token, body string) (*http.Response, map[string]any) {
+	call := func(method, path, token, body string) (int, http.Header, map[string]any) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		res, err := http.DefaultClient.Do(req)
+		status, header, data, err := send(method, srv.URL+path, token, []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer res.Body.Close()
 		var out map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&out)
-		return res, out
+		_ = json.Unmarshal(data, &out)
+		return status, header, out
 	}
-	res, tokens := post("/user/login", "", `{"email":"ada@example.com","password":"correct horse"}`)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("login: %d %v", res.StatusCode, tokens)
+	status, _, tokens := call("POST", "/user/login", "", `{"email":"ada@example.com","password":"correct horse"}`)
+	if status != http.StatusOK {
+		t.Fatalf("login: %d %v", status, tokens)
 	}
 	token := tokens["access_token"].(string)
-	res, agent := post("/agents", token, `{"name":"Tutor","system_prompt":"Be kind"}`)
-	if res.StatusCode != http.StatusCreated || res.Header.Get("X-Projection-Pending") != "" || res.Header.Get("X-Event-Position") == "" {
-		t.Fatalf("create agent: %d %v pending=%q position=%q", res.StatusCode, agent, res.Header.Get("X-Projection-Pending"), res.Header.Get("X-Event-Position"))
+	status, header, agent := call("POST", "/agents", token, `{"name":"Tutor","system_prompt":"Be kind"}`)
+	if status != http.StatusCreated || header.Get("X-Projection-Pending") != "" || header.Get("X-Event-Position") == "" {
+		t.Fatalf("create agent: %d %v pending=%q position=%q", status, agent, header.Get("X-Projection-Pending"), header.Get("X-Event-Position"))
 	}
-	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/agents", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	got, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer got.Body.Close()
-	var list struct {
-		Total int `json:"total"`
-	}
-	_ = json.NewDecoder(got.Body).Decode(&list)
-	if got.StatusCode != http.StatusOK || list.Total != 1 {
-		t.Fatalf("GET /agents right after the write: %d, total %d", got.StatusCode, list.Total)
+	status, _, list := call("GET", "/agents", token, "")
+	if total, _ := list["total"].(float64); status != http.StatusOK || total != 1 {
+		t.Fatalf("GET /agents right after the write: %d, total %v", status, list["total"])
 	}
 }
