@@ -7,29 +7,21 @@ import (
 	"strings"
 
 	"lectern/events"
-	"lectern/eventstore/esdb"
-	"lectern/eventstore/postgres"
 	"lectern/projections"
 )
-
-// isESDB reports whether url selects EventStoreDB.
-func isESDB(url string) bool {
-	return strings.HasPrefix(url, "esdb://") || strings.HasPrefix(url, "esdb+discover://")
-}
 
 // NewReplayer returns a replayer of the read models over the event store cfg
 // selects, and the function that closes what it opened.
 func NewReplayer(ctx context.Context, cfg Config) (*projections.Replayer, func(), error) {
 	r := &projections.Replayer{Pool: cfg.Pool, Registry: events.NewRegistry()}
-	if isESDB(cfg.EventStoreURL) {
-		es, err := esdb.Open(ctx, cfg.EventStoreURL)
-		if err != nil {
-			return nil, nil, fmt.Errorf("EVENTSTORE_URL: %w", err)
-		}
+	es, pg, err := openStore(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if es != nil {
 		r.Store, r.Checkpoints = es, projections.ESDBCheckpoints{}
 		return r, func() { _ = es.Close() }, nil
 	}
-	pg := postgres.New(cfg.Pool, cfg.Now)
 	r.Store, r.Checkpoints = pg, projections.PostgresCheckpoints{}
 	r.Total = func(ctx context.Context) (int64, error) {
 		var n int64

@@ -147,6 +147,20 @@ func mergeByName(ps []projections.Projection) []projections.Projection {
 	return out
 }
 
+// openStore opens the event store cfg.EventStoreURL selects: EventStoreDB
+// (esdb://...), or else the PostgreSQL store in cfg.Pool's database. Exactly
+// one of the two is returned.
+func openStore(ctx context.Context, cfg Config) (*esdb.Store, *postgres.Store, error) {
+	if strings.HasPrefix(cfg.EventStoreURL, "esdb://") || strings.HasPrefix(cfg.EventStoreURL, "esdb+discover://") {
+		es, err := esdb.Open(ctx, cfg.EventStoreURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("EVENTSTORE_URL: %w", err)
+		}
+		return es, nil, nil
+	}
+	return nil, postgres.New(cfg.Pool, cfg.Now), nil
+}
+
 // New wires a service.
 func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
@@ -161,17 +175,15 @@ func New(cfg Config) (*Service, error) {
 	registry := events.NewRegistry()
 	listener := projections.NewListener(cfg.Pool, cfg.Logger)
 	m := metrics.New()
+	es, pg, err := openStore(context.Background(), cfg)
+	if err != nil {
+		return nil, err
+	}
 	var store eventstore.Store
 	var closeStore func()
-	var es *esdb.Store
-	if strings.HasPrefix(cfg.EventStoreURL, "esdb://") || strings.HasPrefix(cfg.EventStoreURL, "esdb+discover://") {
-		var err error
-		if es, err = esdb.Open(context.Background(), cfg.EventStoreURL); err != nil {
-			return nil, fmt.Errorf("EVENTSTORE_URL: %w", err)
-		}
+	if es != nil {
 		store, closeStore = es, func() { _ = es.Close() }
 	} else {
-		pg := postgres.New(cfg.Pool, cfg.Now)
 		pg.OnAppend(listener.WakeLocal)
 		store, closeStore = pg, pg.Close
 	}
