@@ -441,10 +441,7 @@ func (s *Server) updateCourse(w http.ResponseWriter, r *http.Request, in input) 
 }
 
 func (s *Server) listCourses(w http.ResponseWriter, r *http.Request, in input) error {
-	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
-		return err
-	}
-	p, err := s.partnerFor(r.Context(), in)
+	p, err := s.partnerRead(w, r, in)
 	if err != nil {
 		return err
 	}
@@ -457,10 +454,7 @@ func (s *Server) listCourses(w http.ResponseWriter, r *http.Request, in input) e
 }
 
 func (s *Server) getCourse(w http.ResponseWriter, r *http.Request, in input) error {
-	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
-		return err
-	}
-	p, err := s.partnerFor(r.Context(), in)
+	p, err := s.partnerRead(w, r, in)
 	if err != nil {
 		return err
 	}
@@ -587,10 +581,7 @@ func (s *Server) revokeInviteCode(w http.ResponseWriter, r *http.Request, in inp
 }
 
 func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, in input) error {
-	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
-		return err
-	}
-	p, err := s.partnerFor(r.Context(), in)
+	p, err := s.partnerRead(w, r, in)
 	if err != nil {
 		return err
 	}
@@ -604,10 +595,7 @@ func (s *Server) listClasses(w http.ResponseWriter, r *http.Request, in input) e
 }
 
 func (s *Server) getClass(w http.ResponseWriter, r *http.Request, in input) error {
-	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
-		return err
-	}
-	p, err := s.partnerFor(r.Context(), in)
+	p, err := s.partnerRead(w, r, in)
 	if err != nil {
 		return err
 	}
@@ -623,10 +611,7 @@ func (s *Server) getClass(w http.ResponseWriter, r *http.Request, in input) erro
 // Enrollments.
 
 func (s *Server) listClassEnrollments(w http.ResponseWriter, r *http.Request, in input) error {
-	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
-		return err
-	}
-	p, err := s.partnerFor(r.Context(), in)
+	p, err := s.partnerRead(w, r, in)
 	if err != nil {
 		return err
 	}

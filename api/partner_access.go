@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"net/http"
 
 	"lectern/aggregates"
 	"lectern/derrors"
@@ -32,6 +33,16 @@ func (s *Server) partnerFor(ctx context.Context, in input) (queries.Partner, err
 		return p, errNotPartner
 	}
 	return p, nil
+}
+
+// partnerRead is partnerFor for the reads under /partner/{partner_id}: it
+// first honours X-Min-Position for the read models they use (the partner
+// record among them, as it authorises the read).
+func (s *Server) partnerRead(w http.ResponseWriter, r *http.Request, in input) (queries.Partner, error) {
+	if err := s.awaitMinPosition(w, r, partnerAreaReadModels...); err != nil {
+		return queries.Partner{}, err
+	}
+	return s.partnerFor(r.Context(), in)
 }
 
 // requireAdmin allows admins only.
