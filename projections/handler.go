@@ -17,6 +17,10 @@ import (
 // conditions), not by reading the result of an Exec: a replay defers Exec
 // and SendBatch into one pipelined batch, where their results are empty.
 // Query and QueryRow run at once in both modes.
+//
+// A handler reads and writes only the rows of its event's stream (a counter
+// shared by streams only adds): a replay applies the events of different
+// streams out of log order, each stream's in order (see Replayer).
 type Handler[T events.Event] func(ctx context.Context, tx pgx.Tx, m events.Meta, e T) error
 
 // On adapts a typed handler to Watermill's group handler: it takes the
@@ -56,8 +60,53 @@ func (t typedHandler[T]) apply(ctx context.Context, tx pgx.Tx, m events.Meta, ev
 	return t.h(ctx, tx, m, *e)
 }
 
-// replayable is what a replay needs of a handler.
+// applyAll applies events one by one.
+func (t typedHandler[T]) applyAll(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []any) error {
+	for i, e := range es {
+		if err := t.apply(ctx, tx, ms[i], e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetHandler applies several events of one type, each of a different
+// stream, with one statement for all of them: what makes a replay fast.
+// Live, it is called with one event at a time.
+type SetHandler[T events.Event] func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []T) error
+
+// OnSet adapts a set handler to Watermill's group handler, as On does.
+func OnSet[T events.Event](h SetHandler[T]) GroupHandler {
+	return setHandler[T]{h: h}
+}
+
+type setHandler[T events.Event] struct{ h SetHandler[T] }
+
+func (s setHandler[T]) NewEvent() any { return new(T) }
+
+func (s setHandler[T]) Handle(ctx context.Context, event any) error {
+	return typedHandler[T]{h: s.one}.Handle(ctx, event)
+}
+
+func (s setHandler[T]) one(ctx context.Context, tx pgx.Tx, m events.Meta, e T) error {
+	return s.h(ctx, tx, []events.Meta{m}, []T{e})
+}
+
+func (s setHandler[T]) applyAll(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []any) error {
+	ts := make([]T, len(es))
+	for i, e := range es {
+		t, ok := e.(*T)
+		if !ok {
+			return fmt.Errorf("projection: event is %T, not %T", e, new(T))
+		}
+		ts[i] = *t
+	}
+	return s.h(ctx, tx, ms, ts)
+}
+
+// replayable is what a replay needs of a handler: to apply events of
+// different streams (see Replayer) in one call.
 type replayable interface {
 	GroupHandler
-	apply(ctx context.Context, tx pgx.Tx, m events.Meta, event any) error
+	applyAll(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []any) error
 }

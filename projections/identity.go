@@ -2,6 +2,8 @@ package projections
 
 import (
 	"context"
+	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,12 +19,21 @@ const (
 // Users projects accounts into the users table.
 func Users() Projection {
 	return Projection{Name: UsersProjection, Tables: []string{"users"}, Handlers: []GroupHandler{
-		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.UserSignedUp) error {
+		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.UserSignedUp) error {
+			n := len(es)
+			ids, versions, at := make([]int64, n), make([]int64, n), make([]time.Time, n)
+			emails, names, hashes, roles := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			for i, e := range es {
+				ids[i], versions[i], at[i] = e.UserID, ms[i].Version, ms[i].RecordedAt
+				emails[i], names[i], hashes[i], roles[i] = e.Email, e.Name, e.PasswordHash, textArray(e.Roles)
+			}
 			_, err := tx.Exec(ctx, `
 				INSERT INTO users (id, email, name, password_hash, roles, created_at, updated_at, version)
-				VALUES ($1, $2, $3, $4, $5, $6, $6, $7)
+				SELECT id, email, name, password_hash, roles::text[], at, at, version
+				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[])
+					AS e(id, email, name, password_hash, roles, at, version)
 				ON CONFLICT (id) DO NOTHING`,
-				e.UserID, e.Email, e.Name, e.PasswordHash, e.Roles, m.RecordedAt, m.Version)
+				ids, emails, names, hashes, roles, at, versions)
 			return err
 		}),
 		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.UserRoleGranted) error {
@@ -39,21 +50,51 @@ func Users() Projection {
 // Agents projects agents into the agents table.
 func Agents() Projection {
 	return Projection{Name: AgentsProjection, Tables: []string{"agents"}, Handlers: []GroupHandler{
-		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.AgentCreated) error {
+			n := len(es)
+			ids, owners, versions, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]time.Time, n)
+			names, prompts, roles, templates, active := make([]string, n), make([]string, n), make([]*string, n), make([]*string, n), make([]bool, n)
+			for i, e := range es {
+				ids[i], owners[i], versions[i], at[i] = e.AgentID, e.OwnerID, ms[i].Version, ms[i].RecordedAt
+				names[i], prompts[i], roles[i], templates[i], active[i] = e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive
+			}
 			_, err := tx.Exec(ctx, `
 				INSERT INTO agents (id, owner_id, name, system_prompt, role_description, template_source, is_active, created_at, updated_at, version)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)
+				SELECT id, owner_id, name, system_prompt, role_description, template_source, is_active, at, at, version
+				FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::timestamptz[], $9::bigint[])
+					AS e(id, owner_id, name, system_prompt, role_description, template_source, is_active, at, version)
 				ON CONFLICT (id) DO NOTHING`,
-				e.AgentID, e.OwnerID, e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive, m.RecordedAt, m.Version)
+				ids, owners, names, prompts, roles, templates, active, at, versions)
 			return err
 		}),
-		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentUpdated) error {
+		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.AgentUpdated) error {
+			n := len(es)
+			ids, versions, at := make([]int64, n), make([]int64, n), make([]time.Time, n)
+			names, prompts, roles, templates, active := make([]string, n), make([]string, n), make([]*string, n), make([]*string, n), make([]bool, n)
+			for i, e := range es {
+				ids[i], versions[i], at[i] = e.AgentID, ms[i].Version, ms[i].RecordedAt
+				names[i], prompts[i], roles[i], templates[i], active[i] = e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive
+			}
 			_, err := tx.Exec(ctx, `
-				UPDATE agents SET name = $2, system_prompt = $3, role_description = $4, template_source = $5,
-					is_active = $6, updated_at = $7, version = $8
-				WHERE id = $1 AND version < $8`,
-				e.AgentID, e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive, m.RecordedAt, m.Version)
+				UPDATE agents a SET name = e.name, system_prompt = e.system_prompt, role_description = e.role_description,
+					template_source = e.template_source, is_active = e.is_active, updated_at = e.at, version = e.version
+				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::timestamptz[], $8::bigint[])
+					AS e(id, name, system_prompt, role_description, template_source, is_active, at, version)
+				WHERE a.id = e.id AND a.version < e.version`,
+				ids, names, prompts, roles, templates, active, at, versions)
 			return err
 		}),
 	}}
+}
+
+var arrayElementEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
+// textArray is ss as a PostgreSQL array literal (a text cast to text[] in
+// SQL: arrays of arrays must be rectangular).
+func textArray(ss []string) string {
+	quoted := make([]string, len(ss))
+	for i, s := range ss {
+		quoted[i] = `"` + arrayElementEscaper.Replace(s) + `"`
+	}
+	return "{" + strings.Join(quoted, ",") + "}"
 }

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,12 +22,26 @@ func PracticeProjections() []Projection {
 // FewShotExamples projects few-shot examples into the few_shot_examples table.
 func FewShotExamples() Projection {
 	return Projection{Name: FewShotExamplesProjection, Tables: []string{"few_shot_examples"}, Handlers: []GroupHandler{
-		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.FewShotCreated) error {
+		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.FewShotCreated) error {
+			n := len(es)
+			ids, users, versions, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]time.Time, n)
+			titles, metas := make([]*string, n), make([]*string, n)
+			inputs, outputs, active := make([]string, n), make([]string, n), make([]bool, n)
+			for i, e := range es {
+				ids[i], users[i], versions[i], at[i] = e.ExampleID, e.UserID, ms[i].Version, ms[i].RecordedAt
+				titles[i], inputs[i], outputs[i], active[i] = e.Title, e.InputText, e.OutputText, e.IsActive
+				if e.Meta != nil {
+					meta := string(e.Meta)
+					metas[i] = &meta
+				}
+			}
 			_, err := tx.Exec(ctx, `
 				INSERT INTO few_shot_examples (id, user_id, title, input_text, output_text, meta, is_active, created_at, updated_at, version)
-				VALUES ($1, $2, $3, $4, $5, COALESCE($6::json, '{}'::json), $7, $8, $8, $9)
+				SELECT id, user_id, title, input_text, output_text, COALESCE(meta::json, '{}'::json), is_active, at, at, version
+				FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::timestamptz[], $9::bigint[])
+					AS e(id, user_id, title, input_text, output_text, meta, is_active, at, version)
 				ON CONFLICT (id) DO NOTHING`,
-				e.ExampleID, e.UserID, e.Title, e.InputText, e.OutputText, e.Meta, e.IsActive, m.RecordedAt, m.Version)
+				ids, users, titles, inputs, outputs, metas, active, at, versions)
 			return err
 		}),
 		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.FewShotUpdated) error {

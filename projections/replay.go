@@ -1,10 +1,12 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -294,8 +296,49 @@ func (r *Replayer) catchUp(ctx context.Context, workers []*replayWorker, start t
 
 // work applies pages to w's fresh tables in transactions of TxEvents events.
 func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eventstore.RecordedEvent) error {
+	// The next pages are decoded while the database applies this one.
+	decoded := make(chan preparedPage, 2)
+	stop := make(chan struct{})
+	var decodeErr error
+	go func() {
+		defer close(decoded)
+		for page := range pages {
+			pp, err := r.decode(w, page)
+			if err != nil {
+				decodeErr = err
+				return
+			}
+			select {
+			case decoded <- pp:
+			case <-stop: // the reader stops when this worker returns
+				return
+			}
+		}
+	}()
+	err := r.applyPages(ctx, w, decoded)
+	close(stop)
+	for range decoded { // wait for the decoder
+	}
+	if err == nil && decodeErr != nil {
+		err = fmt.Errorf("replay %s: %w", w.p.Name, decodeErr)
+	}
+	if err != nil {
+		return err
+	}
+	for _, t := range w.p.Tables {
+		table := pgx.Identifier{w.schema, t}.Sanitize()
+		if _, err := w.conn.Exec(ctx, "ALTER TABLE "+table+" SET LOGGED; ANALYZE "+table); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyPages applies decoded pages to w's fresh tables in transactions of
+// TxEvents events.
+func (r *Replayer) applyPages(ctx context.Context, w *replayWorker, pages <-chan preparedPage) error {
 	var tx *pipelineTx
-	inTx := 0
+	inTx, commits := 0, 0
 	for page := range pages {
 		if tx == nil {
 			ptx, err := w.conn.Begin(ctx)
@@ -304,15 +347,20 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 			}
 			tx = newPipelineTx(ptx, r.Pipeline)
 		}
-		if err := r.applyPage(ctx, tx, w, page); err != nil {
+		if err := r.apply(ctx, tx, w, page); err != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 			return fmt.Errorf("replay %s: %w", w.p.Name, err)
 		}
-		if inTx += len(page); inTx >= r.TxEvents {
+		if inTx += page.read; inTx >= r.TxEvents {
 			if err := tx.Commit(ctx); err != nil {
 				return fmt.Errorf("replay %s: %w", w.p.Name, err)
 			}
 			tx, inTx = nil, 0
+			if commits++; commits&(commits-1) == 0 && commits <= 64 {
+				if err := w.analyze(ctx); err != nil {
+					return fmt.Errorf("replay %s: %w", w.p.Name, err)
+				}
+			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -326,30 +374,114 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 			return fmt.Errorf("replay %s: %w", w.p.Name, err)
 		}
 	}
+	return nil
+}
+
+// analyze gathers statistics on w's fresh tables. Without them the planner
+// takes a key lookup in a table it has never analysed to match 0.5 % of it,
+// and joins a set of events to a whole table by scanning it. Statistics
+// taken early stay right as the tables grow (the planner scales them to a
+// table's current size), so the catch-up takes them after its 1st, 2nd,
+// 4th, ... 64th transaction.
+func (w *replayWorker) analyze(ctx context.Context) error {
 	for _, t := range w.p.Tables {
-		table := pgx.Identifier{w.schema, t}.Sanitize()
-		if _, err := w.conn.Exec(ctx, "ALTER TABLE "+table+" SET LOGGED; ANALYZE "+table); err != nil {
+		if _, err := w.conn.Exec(ctx, "ANALYZE "+pgx.Identifier{w.schema, t}.Sanitize()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// applyPage applies the events w handles; the others only move its position.
-func (r *Replayer) applyPage(ctx context.Context, tx *pipelineTx, w *replayWorker, page []eventstore.RecordedEvent) error {
-	for _, rec := range page {
-		if h, ok := w.handlers[rec.Type]; ok {
-			e := h.NewEvent()
-			if err := r.Registry.DecodeInto(rec.Type, rec.SchemaVersion, rec.Data, e); err != nil {
-				return fmt.Errorf("decode %s %s: %w", rec.Type, rec.ID, err)
-			}
-			tx.current = rec.ID.String()
-			if err := h.apply(ctx, tx, events.MetaOf(rec), e); err != nil {
-				return fmt.Errorf("event %s (%s): %w", rec.ID, rec.Type, err)
-			}
-			w.applied++
+// preparedPage is a page of the log decoded into the sets a replay applies.
+type preparedPage struct {
+	sets []eventSet
+	read int                 // log events in the page
+	last eventstore.Position // the page's last event
+}
+
+// eventSet is events of one type, each of a different stream, applied by
+// one call of their handler.
+type eventSet struct {
+	h      replayable
+	ms     []events.Meta
+	es     []any
+	typ    string
+	leader string // the first event's id, to name the set in errors
+}
+
+// decode decodes the events of page that w handles, and sorts them into
+// sets: events of different streams are applied out of log order, set-wise,
+// the first event of each stream in the page, then the second, and so on,
+// each such wave one set per event type (one statement for a SetHandler).
+// Each stream's events keep their order, and handlers touch only their
+// stream's rows (see Handler), so the tables end as a replay in log order
+// leaves them.
+func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (preparedPage, error) {
+	pp := preparedPage{read: len(page)}
+	if len(page) == 0 {
+		return pp, nil
+	}
+	pp.last = page[len(page)-1].Position
+	type item struct {
+		wave, kind int // kind: the order of the type's first appearance
+		rec        *eventstore.RecordedEvent
+		e          any
+	}
+	items := make([]item, 0, len(page))
+	waves := map[string]int{}
+	kinds := map[string]int{}
+	for i := range page {
+		rec := &page[i]
+		h, ok := w.handlers[rec.Type]
+		if !ok {
+			continue
 		}
-		w.pos = rec.Position
+		e := h.NewEvent()
+		if err := r.Registry.DecodeInto(rec.Type, rec.SchemaVersion, rec.Data, e); err != nil {
+			return pp, fmt.Errorf("decode %s %s: %w", rec.Type, rec.ID, err)
+		}
+		kind, ok := kinds[rec.Type]
+		if !ok {
+			kind = len(kinds)
+			kinds[rec.Type] = kind
+		}
+		items = append(items, item{wave: waves[rec.StreamID], kind: kind, rec: rec, e: e})
+		waves[rec.StreamID]++
+	}
+	slices.SortStableFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(a.wave, b.wave), cmp.Compare(a.kind, b.kind))
+	})
+	for len(items) > 0 {
+		n := 1
+		for n < len(items) && items[n].wave == items[0].wave && items[n].kind == items[0].kind {
+			n++
+		}
+		set := eventSet{h: w.handlers[items[0].rec.Type], ms: make([]events.Meta, n), es: make([]any, n),
+			typ: items[0].rec.Type, leader: items[0].rec.ID.String()}
+		for i, it := range items[:n] {
+			set.ms[i], set.es[i] = events.MetaOf(*it.rec), it.e
+		}
+		pp.sets = append(pp.sets, set)
+		items = items[n:]
+	}
+	return pp, nil
+}
+
+// apply applies a prepared page; events w does not handle only move its
+// position.
+func (r *Replayer) apply(ctx context.Context, tx *pipelineTx, w *replayWorker, pp preparedPage) error {
+	for _, set := range pp.sets {
+		tx.current = set.leader
+		if n := len(set.es); n > 1 {
+			tx.current += fmt.Sprintf(" (or one of %d more %s events)", n-1, set.typ)
+		}
+		if err := set.h.applyAll(ctx, tx, set.ms, set.es); err != nil {
+			return fmt.Errorf("event %s: %w", tx.current, err)
+		}
+		w.applied += int64(len(set.es))
+	}
+	if pp.read > 0 {
+		w.pos = pp.last
 	}
 	return nil
 }
@@ -441,7 +573,11 @@ func (r *Replayer) follow(ctx context.Context, w *replayWorker, db interface {
 			return err
 		}
 		tx := newPipelineTx(ptx, r.Pipeline)
-		if err := r.applyPage(ctx, tx, w, page); err != nil {
+		pp, err := r.decode(w, page)
+		if err == nil {
+			err = r.apply(ctx, tx, w, pp)
+		}
+		if err != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 			return fmt.Errorf("replay %s: %w", w.p.Name, err)
 		}

@@ -3,6 +3,8 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,60 +24,108 @@ const PracticeProjection = "practice"
 // SessionProjections project practice sessions.
 func SessionProjections() []Projection {
 	return []Projection{{Name: SessionsProjection, Tables: []string{"practice_sessions", "practice_session_counts", "session_settings", "session_few_shot_links", "session_models", "session_responses"}, Handlers: []GroupHandler{
-		On(projectSessionStarted),
-		On(projectTurnRecorded),
-		On(projectSettingsUpdated),
+		OnSet(projectSessionsStarted),
+		OnSet(projectTurnsRecorded),
+		OnSet(projectSettingsUpdated),
 	}}}
 }
 
-// Each event is one statement (data-modifying CTEs): a replay pipelines
-// statements, and their number is what it costs. The session row's version
-// guards every write: an event older than the row, or applied already,
-// changes nothing (the "advanced" CTE is empty then).
+// Each handler is one statement (data-modifying CTEs) for any number of
+// events, each of a different session. The session row's version guards
+// every write: an event older than the row, or applied already, changes
+// nothing (its session is missing from the "advanced" CTE).
 
-// advanced is the CTE that moves the session row ($1) to the event's version
-// ($3) at its time ($2).
-const advanced = `advanced AS (
-		UPDATE practice_sessions SET updated_at = $2, version = $3 WHERE id = $1 AND version < $3 RETURNING id)`
+// sessionsAdvanced is the CTE that moves each event's session row to the
+// event's version and time; ev is the CTE of the events (session_id, at,
+// version).
+const sessionsAdvanced = `advanced AS (
+		UPDATE practice_sessions p SET updated_at = ev.at, version = ev.version
+		FROM ev WHERE p.id = ev.session_id AND p.version < ev.version
+		RETURNING p.id)`
 
-func projectSessionStarted(ctx context.Context, tx pgx.Tx, m events.Meta, e events.SessionStarted) error {
-	knowledge := e.KnowledgeIDs
-	if knowledge == nil {
-		knowledge = []int64{}
+// fewShotLinks are the few-shot links of several settings, flattened: link
+// i belongs to session sessions[i].
+type fewShotLinks struct {
+	ids, sessions, examples []int64
+	orders                  []int32
+}
+
+func (l *fewShotLinks) add(session int64, s events.SessionSettings) {
+	for _, k := range s.FewShotLinks {
+		l.ids = append(l.ids, k.LinkID)
+		l.sessions = append(l.sessions, session)
+		l.examples = append(l.examples, k.ExampleID)
+		l.orders = append(l.orders, int32(k.SortOrder))
 	}
-	st, err := encodeSettings(e.Settings)
-	if err != nil {
-		return err
+}
+
+// projectSessionsStarted writes the sessions; their count, settings and
+// links only for the session rows that are new.
+func projectSessionsStarted(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.SessionStarted) error {
+	n := len(es)
+	ids, users, versions, settingIDs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	classes, projects, agents := make([]*int64, n), make([]*int64, n), make([]*int64, n)
+	knowledge, presets, styles, generations, snapshots := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	titles, at := make([]*string, n), make([]time.Time, n)
+	var links fewShotLinks
+	for i, e := range es {
+		st, err := encodeSettings(e.Settings)
+		if err != nil {
+			return err
+		}
+		ids[i], users[i], versions[i], settingIDs[i] = e.SessionID, e.UserID, ms[i].Version, e.Settings.SettingID
+		classes[i], projects[i], agents[i], titles[i], at[i] = e.ClassID, e.ProjectID, e.AgentID, e.Title, ms[i].RecordedAt
+		knowledge[i] = int64Array(e.KnowledgeIDs)
+		presets[i], styles[i], generations[i], snapshots[i] = e.Settings.StylePreset, st.style, st.generation, st.agent
+		links.add(e.SessionID, e.Settings)
 	}
-	// The count, the settings and the links are written only when the
-	// session row is new.
-	_, err = tx.Exec(ctx, `
-		WITH created AS (
+	_, err := tx.Exec(ctx, `
+		WITH ev AS (
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[],
+				$8::timestamptz[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::text[])
+				AS ev(session_id, user_id, class_id, project_id, agent_id, knowledge_ids, title, at, version, setting_id,
+					style_preset, style_params, generation_params, agent_snapshot)),
+		created AS (
 			INSERT INTO practice_sessions (id, user_id, class_id, project_id, agent_id, knowledge_ids, title, created_at, updated_at, version)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9)
+			SELECT session_id, user_id, class_id, project_id, agent_id, knowledge_ids::bigint[], title, at, at, version FROM ev
 			ON CONFLICT (user_id, id) DO NOTHING
 			RETURNING id, user_id),
 		counted AS (
-			INSERT INTO practice_session_counts (user_id, total) SELECT user_id, 1 FROM created
-			ON CONFLICT (user_id) DO UPDATE SET total = practice_session_counts.total + 1),
+			INSERT INTO practice_session_counts (user_id, total) SELECT user_id, count(*) FROM created GROUP BY user_id
+			ON CONFLICT (user_id) DO UPDATE SET total = practice_session_counts.total + EXCLUDED.total),
 		settings AS (
 			INSERT INTO session_settings (id, session_id, style_preset, style_params, generation_params, agent_snapshot, created_at, updated_at)
-			SELECT $10, id, $11, $12::json, $13::json, $14::json, $8, $8 FROM created
+			SELECT ev.setting_id, ev.session_id, ev.style_preset, ev.style_params::json, ev.generation_params::json,
+				ev.agent_snapshot::json, ev.at, ev.at
+			FROM ev JOIN created ON created.id = ev.session_id
 			ON CONFLICT (id) DO NOTHING)
 		INSERT INTO session_few_shot_links (id, setting_id, session_id, example_id, sort_order, created_at)
-		SELECT l.id, $10, $1, l.example_id, l.sort_order, $8
-		FROM created, unnest($15::bigint[], $16::bigint[], $17::int[]) AS l(id, example_id, sort_order)
+		SELECT l.id, ev.setting_id, ev.session_id, l.example_id, l.sort_order, ev.at
+		FROM unnest($15::bigint[], $16::bigint[], $17::bigint[], $18::int[]) AS l(id, session_id, example_id, sort_order)
+			JOIN created ON created.id = l.session_id JOIN ev ON ev.session_id = l.session_id
 		ON CONFLICT (id) DO NOTHING`,
-		e.SessionID, e.UserID, e.ClassID, e.ProjectID, e.AgentID, knowledge, e.Title, m.RecordedAt, m.Version,
-		e.Settings.SettingID, e.Settings.StylePreset, st.style, st.generation, st.agent, st.linkIDs, st.examples, st.orders)
+		ids, users, classes, projects, agents, knowledge, titles, at, versions, settingIDs, presets, styles, generations, snapshots,
+		links.ids, links.sessions, links.examples, links.orders)
 	return err
+}
+
+// int64Array is ids as a PostgreSQL array literal (a text cast to bigint[]
+// in SQL: arrays of arrays must be rectangular).
+func int64Array(ids []int64) string {
+	b := make([]byte, 0, 2+8*len(ids))
+	b = append(b, '{')
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+	}
+	return string(append(b, '}'))
 }
 
 // settingsColumns are a session's settings as the statements bind them.
 type settingsColumns struct {
 	style, generation, agent string
-	linkIDs, examples        []int64
-	orders                   []int32
 }
 
 func encodeSettings(s events.SessionSettings) (settingsColumns, error) {
@@ -94,81 +144,114 @@ func encodeSettings(s events.SessionSettings) (settingsColumns, error) {
 	if c.style == "" {
 		c.style = "{}"
 	}
-	c.linkIDs = make([]int64, len(s.FewShotLinks))
-	c.examples = make([]int64, len(s.FewShotLinks))
-	c.orders = make([]int32, len(s.FewShotLinks))
-	for i, l := range s.FewShotLinks {
-		c.linkIDs[i], c.examples[i], c.orders[i] = l.LinkID, l.ExampleID, int32(l.SortOrder)
-	}
 	return c, nil
 }
 
-// projectTurnRecorded writes the turn's models (the first turn's) and
+// projectTurnsRecorded writes each turn's models (the first turn's) and
 // responses.
-func projectTurnRecorded(ctx context.Context, tx pgx.Tx, m events.Meta, e events.SessionTurnRecorded) error {
-	params, err := json.Marshal(e.Params)
-	if err != nil {
-		return err
-	}
-	n := len(e.Results)
-	models, modelIDs, responses, latencies := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	names, texts, usages := make([]string, n), make([]string, n), make([]string, n)
-	failures, primary := make([]*string, n), make([]bool, n)
-	for i, r := range e.Results {
-		usage, err := json.Marshal(r.TokenUsage)
+func projectTurnsRecorded(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.SessionTurnRecorded) error {
+	n := len(es)
+	sessions, versions, at := make([]int64, n), make([]int64, n), make([]time.Time, n)
+	turns, prompts, params := make([]int32, n), make([]string, n), make([]string, n)
+	// One element per model answer.
+	var (
+		rSessions, models, modelIDs, responses, latencies []int64
+		names, texts, usages                              []string
+		failures                                          []*string
+		primary                                           []bool
+		positions                                         []int32
+	)
+	for i, e := range es {
+		p, err := json.Marshal(e.Params)
 		if err != nil {
 			return err
 		}
-		if r.Error != nil {
-			raw, err := json.Marshal(r.Error)
+		sessions[i], versions[i], at[i] = e.SessionID, ms[i].Version, ms[i].RecordedAt
+		turns[i], prompts[i], params[i] = int32(e.Turn), e.PromptText, string(p)
+		for pos, r := range e.Results {
+			usage, err := json.Marshal(r.TokenUsage)
 			if err != nil {
 				return err
 			}
-			s := string(raw)
-			failures[i] = &s
+			var failure *string
+			if r.Error != nil {
+				raw, err := json.Marshal(r.Error)
+				if err != nil {
+					return err
+				}
+				s := string(raw)
+				failure = &s
+			}
+			rSessions = append(rSessions, e.SessionID)
+			models, modelIDs, responses = append(models, r.SessionModelID), append(modelIDs, r.ModelID), append(responses, r.ResponseID)
+			latencies, names, texts = append(latencies, r.LatencyMS), append(names, r.ModelName), append(texts, r.ResponseText)
+			usages, failures, primary = append(usages, string(usage)), append(failures, failure), append(primary, r.IsPrimary)
+			positions = append(positions, int32(pos))
 		}
-		models[i], modelIDs[i], responses[i], latencies[i] = r.SessionModelID, r.ModelID, r.ResponseID, r.LatencyMS
-		names[i], texts[i], usages[i], primary[i] = r.ModelName, r.ResponseText, string(usage), r.IsPrimary
 	}
-	_, err = tx.Exec(ctx, `
-		WITH `+advanced+`,
+	_, err := tx.Exec(ctx, `
+		WITH ev AS (
+			SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::int[], $5::text[], $6::text[])
+				AS ev(session_id, at, version, turn, prompt_text, params)),
+		`+sessionsAdvanced+`,
+		r AS (
+			SELECT r.*, ev.at, ev.turn, ev.prompt_text, ev.params
+			FROM unnest($7::bigint[], $8::bigint[], $9::bigint[], $10::text[], $11::bigint[], $12::text[], $13::text[],
+				$14::bigint[], $15::bool[], $16::text[], $17::int[])
+				AS r(session_id, model, model_id, name, id, text, usage, latency, is_primary, error, position)
+				JOIN advanced ON advanced.id = r.session_id JOIN ev ON ev.session_id = r.session_id),
 		models AS (
 			INSERT INTO session_models (id, session_id, model_id, model_name, created_at)
-			SELECT r.model, $1, r.model_id, r.name, $2
-			FROM advanced, unnest($4::bigint[], $5::bigint[], $6::text[]) AS r(model, model_id, name)
+			SELECT model, session_id, model_id, name, at FROM r
 			ON CONFLICT (id) DO NOTHING)
 		INSERT INTO session_responses (id, session_id, session_model_id, turn, position, model_name, prompt_text,
 			response_text, token_usage, latency_ms, is_primary, generation_params, error, created_at)
-		SELECT r.id, $1, r.model, $7, r.position - 1, r.name, $8, r.text, r.usage::json, r.latency, r.is_primary, $9::json, r.error::json, $2
-		FROM advanced, unnest($10::bigint[], $4::bigint[], $6::text[], $11::text[], $12::text[], $13::bigint[], $14::bool[], $15::text[])
-			WITH ORDINALITY AS r(id, model, name, text, usage, latency, is_primary, error, position)
+		SELECT id, session_id, model, turn, position, name, prompt_text, text, usage::json, latency, is_primary,
+			params::json, error::json, at
+		FROM r
 		ON CONFLICT (id) DO NOTHING`,
-		e.SessionID, m.RecordedAt, m.Version, models, modelIDs, names, e.Turn, e.PromptText, string(params),
-		responses, texts, usages, latencies, primary, failures)
+		sessions, at, versions, turns, prompts, params,
+		rSessions, models, modelIDs, names, responses, texts, usages, latencies, primary, failures, positions)
 	return err
 }
 
-// projectSettingsUpdated replaces the settings and the few-shot links (links
-// that left the list are deleted, links that stay keep their creation time).
-func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, m events.Meta, e events.SessionSettingsUpdated) error {
-	st, err := encodeSettings(e.Settings)
-	if err != nil {
-		return err
+// projectSettingsUpdated replaces each session's settings and few-shot links
+// (links that left the list are deleted, links that stay keep their
+// creation time).
+func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.SessionSettingsUpdated) error {
+	n := len(es)
+	sessions, versions, settingIDs, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]time.Time, n)
+	presets, styles, generations, snapshots := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	var links fewShotLinks
+	for i, e := range es {
+		st, err := encodeSettings(e.Settings)
+		if err != nil {
+			return err
+		}
+		sessions[i], versions[i], settingIDs[i], at[i] = e.SessionID, ms[i].Version, e.Settings.SettingID, ms[i].RecordedAt
+		presets[i], styles[i], generations[i], snapshots[i] = e.Settings.StylePreset, st.style, st.generation, st.agent
+		links.add(e.SessionID, e.Settings)
 	}
-	_, err = tx.Exec(ctx, `
-		WITH `+advanced+`,
+	_, err := tx.Exec(ctx, `
+		WITH ev AS (
+			SELECT * FROM unnest($1::bigint[], $2::timestamptz[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[])
+				AS ev(session_id, at, version, setting_id, style_preset, style_params, generation_params, agent_snapshot)),
+		`+sessionsAdvanced+`,
 		settings AS (
-			UPDATE session_settings SET style_preset = $4, style_params = $5::json, generation_params = $6::json,
-				agent_snapshot = $7::json, updated_at = $2
-			WHERE session_id = $1 AND EXISTS (SELECT 1 FROM advanced)),
+			UPDATE session_settings s SET style_preset = ev.style_preset, style_params = ev.style_params::json,
+				generation_params = ev.generation_params::json, agent_snapshot = ev.agent_snapshot::json, updated_at = ev.at
+			FROM ev JOIN advanced ON advanced.id = ev.session_id
+			WHERE s.session_id = ev.session_id),
+		l AS (
+			SELECT * FROM unnest($9::bigint[], $10::bigint[], $11::bigint[], $12::int[]) AS l(id, session_id, example_id, sort_order)),
 		dropped AS (
-			DELETE FROM session_few_shot_links
-			WHERE session_id = $1 AND NOT (id = ANY($8)) AND EXISTS (SELECT 1 FROM advanced))
+			DELETE FROM session_few_shot_links d USING advanced
+			WHERE d.session_id = advanced.id AND NOT EXISTS (SELECT 1 FROM l WHERE l.id = d.id))
 		INSERT INTO session_few_shot_links (id, setting_id, session_id, example_id, sort_order, created_at)
-		SELECT l.id, $11, $1, l.example_id, l.sort_order, $2
-		FROM advanced, unnest($8::bigint[], $9::bigint[], $10::int[]) AS l(id, example_id, sort_order)
+		SELECT l.id, ev.setting_id, l.session_id, l.example_id, l.sort_order, ev.at
+		FROM l JOIN advanced ON advanced.id = l.session_id JOIN ev ON ev.session_id = l.session_id
 		ON CONFLICT (id) DO UPDATE SET sort_order = EXCLUDED.sort_order`,
-		e.SessionID, m.RecordedAt, m.Version, e.Settings.StylePreset, st.style, st.generation, st.agent,
-		st.linkIDs, st.examples, st.orders, e.Settings.SettingID)
+		sessions, at, versions, settingIDs, presets, styles, generations, snapshots,
+		links.ids, links.sessions, links.examples, links.orders)
 	return err
 }
