@@ -147,11 +147,29 @@ func mergeByName(ps []projections.Projection) []projections.Projection {
 	return out
 }
 
+// UsesEventStoreDB reports whether an EVENTSTORE_URL selects EventStoreDB
+// (esdb://... or esdb+discover://...) or PostgreSQL (empty). Anything else
+// is an error, not a silent PostgreSQL: a mistyped URL must not send the
+// events to another store.
+func UsesEventStoreDB(url string) (bool, error) {
+	switch {
+	case url == "":
+		return false, nil
+	case strings.HasPrefix(url, "esdb://") || strings.HasPrefix(url, "esdb+discover://"):
+		return true, nil
+	}
+	return false, fmt.Errorf("EVENTSTORE_URL: want an EventStoreDB connection string (esdb://host:2113?tls=false or esdb+discover://...), or nothing for the PostgreSQL store; got %q", url)
+}
+
 // openStore opens the event store cfg.EventStoreURL selects: EventStoreDB
 // (esdb://...), or else the PostgreSQL store in cfg.Pool's database. Exactly
 // one of the two is returned.
 func openStore(ctx context.Context, cfg Config) (*esdb.Store, *postgres.Store, error) {
-	if strings.HasPrefix(cfg.EventStoreURL, "esdb://") || strings.HasPrefix(cfg.EventStoreURL, "esdb+discover://") {
+	useESDB, err := UsesEventStoreDB(cfg.EventStoreURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	if useESDB {
 		es, err := esdb.Open(ctx, cfg.EventStoreURL)
 		if err != nil {
 			return nil, nil, fmt.Errorf("EVENTSTORE_URL: %w", err)

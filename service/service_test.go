@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"lectern/eventstore/esdbfake"
@@ -60,5 +61,26 @@ func TestServiceOnEventStoreDB(t *testing.T) {
 	status, _, list := call("GET", "/agents", token, "")
 	if total, _ := list["total"].(float64); status != http.StatusOK || total != 1 {
 		t.Fatalf("GET /agents right after the write: %d, total %v", status, list["total"])
+	}
+}
+
+// EVENTSTORE_URL either names an EventStoreDB, or is empty for PostgreSQL: a
+// value that is neither stops the service instead of quietly choosing
+// PostgreSQL.
+func TestEventStoreURLRule(t *testing.T) {
+	for url, want := range map[string]bool{"": false, "esdb://localhost:2113?tls=false": true, "esdb+discover://cluster:2113": true} {
+		if got, err := service.UsesEventStoreDB(url); err != nil || got != want {
+			t.Errorf("%q: EventStoreDB %v, %v; want %v", url, got, err, want)
+		}
+	}
+	for _, url := range []string{"postgres://localhost/lectern", "esdb:/typo", "localhost:2113"} {
+		if _, err := service.UsesEventStoreDB(url); err == nil || !strings.Contains(err.Error(), "EVENTSTORE_URL") {
+			t.Errorf("%q: want an error naming EVENTSTORE_URL, got %v", url, err)
+		}
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		_, err := service.New(service.Config{Pool: pgtest.Pool(t), JWTKey: make([]byte, 32), Mail: mail.NewLogSender(quiet), Logger: quiet, EventStoreURL: url})
+		if err == nil || !strings.Contains(err.Error(), "EVENTSTORE_URL") {
+			t.Errorf("service.New with %q: want an error naming EVENTSTORE_URL, got %v", url, err)
+		}
 	}
 }

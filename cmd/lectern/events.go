@@ -14,6 +14,7 @@ import (
 	"lectern/eventstore/esdb"
 	"lectern/eventstore/postgres"
 	"lectern/history"
+	"lectern/service"
 )
 
 // eventsCmd is `lectern events`: the event log for analysts (DESIGN §9).
@@ -79,7 +80,12 @@ func eventsCmd() *cobra.Command {
 // openEventStore opens the event store the service runs on: EventStoreDB
 // when EVENTSTORE_URL is set, else the PostgreSQL store of DATABASE_URL.
 func openEventStore(ctx context.Context) (eventstore.Store, func(), error) {
-	if to := os.Getenv("EVENTSTORE_URL"); to != "" {
+	to := os.Getenv("EVENTSTORE_URL")
+	useESDB, err := service.UsesEventStoreDB(to)
+	if err != nil {
+		return nil, nil, err
+	}
+	if useESDB {
 		s, err := esdb.Open(ctx, to)
 		if err != nil {
 			return nil, nil, fmt.Errorf("EVENTSTORE_URL: %w", err)
