@@ -52,7 +52,10 @@ func start(t *testing.T, pool *pgxpool.Pool, cfg service.Config) *harness {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	cfg.Pool, cfg.JWTKey, cfg.Mail, cfg.Logger = pool, key, mail.NewLogSender(quiet), quiet
+	cfg.Pool, cfg.JWTKey, cfg.Mail = pool, key, mail.NewLogSender(quiet)
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	cfg.AdminEmails = []string{"admin@example.com"}
 	svc, err := service.New(cfg)
 	if err != nil {

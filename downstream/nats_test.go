@@ -1,12 +1,15 @@
 package downstream_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,7 +191,9 @@ func TestBrokerOutage(t *testing.T) {
 	topic := natsTopic(t, js)
 	proxy := newFlakyProxy(t, natsAddr)
 	pool := pgtest.Fresh(t)
-	h := start(t, pool, service.Config{BrokerURL: "nats://" + proxy.ln.Addr().String(), BrokerTopic: topic})
+	var logs lockedBuffer
+	h := start(t, pool, service.Config{BrokerURL: "nats://" + proxy.ln.Addr().String(), BrokerTopic: topic,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
 	h.strict = true
 	h.classroom()
@@ -220,4 +225,26 @@ func TestBrokerOutage(t *testing.T) {
 	if st := h.svc.Downstream.Status(); st.Stalled {
 		t.Fatalf("status after the outage: %+v", st)
 	}
+	// An outage is logged as one, not as a poison event.
+	if out := logs.String(); strings.Contains(out, "poison") || !strings.Contains(out, "level=WARN msg=\"downstream forwarder stopped") {
+		t.Errorf("the outage's log:\n%s", out)
+	}
+}
+
+// lockedBuffer is a log destination for concurrent writers.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

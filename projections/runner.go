@@ -191,6 +191,10 @@ type Runner struct {
 	AttemptTimeout time.Duration
 	// Subscribers, if set, replaces watermill-sql's subscriber (EventStoreDB).
 	Subscribers func(group string) (message.Subscriber, error)
+	// Restarted says that whoever runs this runner restarts a stopped
+	// projection (the downstream forwarder after a broker outage): a stop is
+	// then logged as a warning, not as a poison event.
+	Restarted bool
 
 	mu     sync.Mutex
 	status map[string]*Status
@@ -411,7 +415,11 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 }
 
 func (r *Runner) stall(name string, msg *message.Message, err error) {
-	r.logger.Error("projection stopped at a poison event; it will not advance until the event can be applied",
+	level, text := slog.LevelError, "projection stopped at a poison event; it will not advance until the event can be applied"
+	if r.Restarted {
+		level, text = slog.LevelWarn, "projection stopped at an event it could not apply; it will be restarted from its checkpoint"
+	}
+	r.logger.Log(context.Background(), level, text,
 		"projection", name, "event_id", msg.UUID, "event_type", msg.Metadata.Get(postgres.MetaEventType),
 		"stream_id", msg.Metadata.Get(postgres.MetaStreamID), "position", msg.Metadata.Get(postgres.MetaPosition), "error", err)
 	r.mu.Lock()

@@ -259,6 +259,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	newDownstreamRunner := func() *projections.Runner {
 		r := projections.NewRunner(downPool, listener, registry, cfg.Logger, forwarder.Projection())
+		r.Restarted = true // Forwarder.Run restarts it after a broker outage
 		if es != nil {
 			r.Subscribers = projections.ESDBSubscribers(es.Client(), downPool, listener, cfg.Logger)
 		}
