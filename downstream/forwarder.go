@@ -39,17 +39,22 @@ type Config struct {
 	// service's own database.
 	BrokerURL string
 	// Topic overrides DefaultTopic.
-	Topic  string
-	Logger *slog.Logger
+	Topic string
+	// Retention is how long published messages are kept: older ones are
+	// deleted from the PostgreSQL topic (RunRetention), and a JetStream
+	// stream Lectern creates discards them. Zero keeps them all.
+	Retention time.Duration
+	Logger    *slog.Logger
 }
 
 // Forwarder publishes every class, course, partner and enrollment event, in
 // log order, as a CloudEvent. It is a projection (Projection) run by its own
 // projections.Runner under Run's supervision.
 type Forwarder struct {
-	topic  string
-	pub    publisher
-	logger *slog.Logger
+	topic     string
+	pub       publisher
+	retention time.Duration
+	logger    *slog.Logger
 
 	mu     sync.Mutex
 	status projections.Status
@@ -60,6 +65,9 @@ type publisher interface {
 	publish(ctx context.Context, tx pgx.Tx, msg *message.Message) error
 	// prepare runs once before the forwarder starts (topic tables, streams).
 	prepare(ctx context.Context, pool *pgxpool.Pool) error
+	// trim deletes the messages published before the cutoff, if the
+	// publisher keeps them (the broker's own retention applies otherwise).
+	trim(ctx context.Context, pool *pgxpool.Pool, before time.Duration) (int64, error)
 	close() error
 }
 
@@ -71,14 +79,17 @@ func New(cfg Config) (*Forwarder, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	f := &Forwarder{topic: cfg.Topic, logger: cfg.Logger.With("projection", Name), status: projections.Status{Name: Name}}
+	if cfg.Retention < 0 {
+		return nil, fmt.Errorf("LECTERN_BROKER_RETENTION %s: want a positive duration, or 0 to keep every message", cfg.Retention)
+	}
+	f := &Forwarder{topic: cfg.Topic, retention: cfg.Retention, logger: cfg.Logger.With("projection", Name), status: projections.Status{Name: Name}}
 	wlog := watermill.NewSlogLogger(f.logger)
 	switch {
 	case strings.HasPrefix(cfg.BrokerURL, "nats://"):
 		if strings.ContainsAny(cfg.Topic, ".*> ") {
 			return nil, fmt.Errorf("LECTERN_BROKER_TOPIC %q: a JetStream stream name has no '.', '*', '>' or spaces", cfg.Topic)
 		}
-		p, err := newNATSPublisher(cfg.BrokerURL, cfg.Topic, wlog)
+		p, err := newNATSPublisher(cfg.BrokerURL, cfg.Topic, cfg.Retention, wlog)
 		if err != nil {
 			return nil, err
 		}
@@ -177,6 +188,17 @@ func (p *sqlPublisher) prepare(ctx context.Context, pool *pgxpool.Pool) error {
 	})
 }
 
+// trim deletes the messages the topic's table holds from before the
+// cutoff. A stock subscriber reads past its offset, so one that is further
+// behind than the retention misses what was deleted, as with a broker's
+// retention.
+func (p *sqlPublisher) trim(ctx context.Context, pool *pgxpool.Pool, before time.Duration) (int64, error) {
+	table := wsql.DefaultPostgreSQLSchema{}.MessagesTable(p.topic)
+	// created_at is the stock schema's TIMESTAMP (the session's local time).
+	tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE created_at < LOCALTIMESTAMP - make_interval(secs => $1)`, before.Seconds())
+	return tag.RowsAffected(), err
+}
+
 func (p *sqlPublisher) close() error { return nil }
 
 // natsPublisher publishes to a JetStream stream and waits for its ack; the
@@ -187,10 +209,11 @@ func (p *sqlPublisher) close() error { return nil }
 // the log's visibility horizon for every projection, so it must never wait
 // long on NATS (see Run).
 type natsPublisher struct {
-	conn  *nats.Conn
-	js    nats.JetStreamContext
-	pub   *wnats.Publisher
-	topic string
+	conn      *nats.Conn
+	js        nats.JetStreamContext
+	pub       *wnats.Publisher
+	topic     string
+	retention time.Duration // the MaxAge of a stream Lectern creates
 
 	mu        sync.Mutex
 	streamOK  bool
@@ -205,7 +228,7 @@ const publishTimeout = 2 * time.Second
 // once, so the runner's quick retries do not each wait publishTimeout.
 const failFast = time.Second
 
-func newNATSPublisher(url, topic string, logger watermill.LoggerAdapter) (*natsPublisher, error) {
+func newNATSPublisher(url, topic string, retention time.Duration, logger watermill.LoggerAdapter) (*natsPublisher, error) {
 	// A broker that is down at start is retried in the background, as
 	// after a disconnection; publishes fail until it is back.
 	conn, err := nats.Connect(url, nats.Name("lectern downstream"), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1))
@@ -229,7 +252,7 @@ func newNATSPublisher(url, topic string, logger watermill.LoggerAdapter) (*natsP
 		conn.Close()
 		return nil, err
 	}
-	return &natsPublisher{conn: conn, js: js, pub: pub, topic: topic}, nil
+	return &natsPublisher{conn: conn, js: js, pub: pub, topic: topic, retention: retention}, nil
 }
 
 func (p *natsPublisher) publish(_ context.Context, _ pgx.Tx, msg *message.Message) error {
@@ -250,7 +273,7 @@ func (p *natsPublisher) send(msg *message.Message) error {
 		return fmt.Errorf("NATS %s: not connected (%s)", p.conn.ConnectedUrlRedacted(), p.conn.Status())
 	}
 	if !p.streamOK {
-		if err := ensureStream(p.js, p.topic); err != nil {
+		if err := ensureStream(p.js, p.topic, p.retention); err != nil {
 			return err
 		}
 		p.streamOK = true
@@ -260,7 +283,7 @@ func (p *natsPublisher) send(msg *message.Message) error {
 
 // ensureStream creates the topic's stream (subject = stream name = topic)
 // unless it exists; an existing stream is left as its operator set it.
-func ensureStream(js nats.JetStreamManager, topic string) error {
+func ensureStream(js nats.JetStreamManager, topic string, retention time.Duration) error {
 	if _, err := js.StreamInfo(topic); err == nil {
 		return nil
 	} else if !errors.Is(err, nats.ErrStreamNotFound) {
@@ -271,6 +294,7 @@ func ensureStream(js nats.JetStreamManager, topic string) error {
 		Subjects:   []string{topic},
 		Storage:    nats.FileStorage,
 		Duplicates: 2 * time.Minute,
+		MaxAge:     retention,
 	})
 	if err != nil && !errors.Is(err, nats.ErrStreamNameAlreadyInUse) {
 		return fmt.Errorf("JetStream stream %s: %w", topic, err)
@@ -280,7 +304,42 @@ func ensureStream(js nats.JetStreamManager, topic string) error {
 
 func (p *natsPublisher) prepare(context.Context, *pgxpool.Pool) error { return nil }
 
+// trim leaves retention to the stream (MaxAge, set when Lectern creates it).
+func (p *natsPublisher) trim(context.Context, *pgxpool.Pool, time.Duration) (int64, error) {
+	return 0, nil
+}
+
 func (p *natsPublisher) close() error { return p.pub.Close() }
+
+// RunRetention deletes published messages older than the retention, at
+// start and then every hour, until ctx ends. Nothing when the retention is
+// zero.
+func (f *Forwarder) RunRetention(ctx context.Context, pool *pgxpool.Pool) {
+	if f.retention == 0 {
+		return
+	}
+	for {
+		if n, err := f.Trim(ctx, pool); err != nil && ctx.Err() == nil {
+			f.logger.Warn("downstream topic: cannot delete messages past the retention", "topic", f.topic, "error", err)
+		} else if n > 0 {
+			f.logger.Info("downstream topic: deleted messages past the retention", "topic", f.topic, "deleted", n, "retention", f.retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Hour):
+		}
+	}
+}
+
+// Trim deletes the published messages older than the retention; it reports
+// how many.
+func (f *Forwarder) Trim(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	if f.retention == 0 {
+		return 0, nil
+	}
+	return f.pub.trim(ctx, pool, f.retention)
+}
 
 // Status is the forwarder's health: Stalled while it is failing (the broker
 // is away, or an event cannot be published), with the last error, until an

@@ -380,3 +380,45 @@ func TestOnEventStoreDB(t *testing.T) {
 		t.Fatalf("no EventStoreDB checkpoint of the forwarder (%v)", err)
 	}
 }
+
+// Messages older than the retention are deleted from the PostgreSQL topic;
+// the rest stay, in order, for consumers old and new.
+func TestRetentionTrimsThePostgreSQLTopic(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	ctx := context.Background()
+	h := start(t, pool, service.Config{BrokerRetention: time.Hour})
+	h.classroom()
+	want := published(t, pool)
+	caughtUp(t, pool)
+	// The first three messages were published two hours ago.
+	const old = 3
+	if _, err := pool.Exec(ctx, `UPDATE watermill_lectern_classroom SET created_at = created_at - interval '2 hours'
+		WHERE "offset" IN (SELECT "offset" FROM watermill_lectern_classroom ORDER BY transaction_id, "offset" LIMIT $1)`, old); err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := h.svc.Downstream.Trim(ctx, pool)
+	if err != nil || deleted != old {
+		t.Fatalf("Trim deleted %d (%v), want the %d messages past the retention", deleted, err, old)
+	}
+	late := sqlSubscriber(t, pool, "after-trim")
+	check(t, want[old:], receive(t, late, len(want)-old, 15*time.Second))
+	noMore(t, late, 300*time.Millisecond)
+	if deleted, err := h.svc.Downstream.Trim(ctx, pool); err != nil || deleted != 0 {
+		t.Fatalf("a second Trim deleted %d (%v), want none", deleted, err)
+	}
+}
+
+// Without a retention every message is kept.
+func TestNoRetentionKeepsEveryMessage(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	ctx := context.Background()
+	h := start(t, pool, service.Config{})
+	h.classroom()
+	caughtUp(t, pool)
+	if _, err := pool.Exec(ctx, `UPDATE watermill_lectern_classroom SET created_at = created_at - interval '10 years'`); err != nil {
+		t.Fatal(err)
+	}
+	if deleted, err := h.svc.Downstream.Trim(ctx, pool); err != nil || deleted != 0 {
+		t.Fatalf("Trim without a retention deleted %d (%v)", deleted, err)
+	}
+}

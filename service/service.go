@@ -60,6 +60,8 @@ type Config struct {
 	BrokerURL string
 	// BrokerTopic overrides the topic (downstream.DefaultTopic).
 	BrokerTopic string
+	// BrokerRetention is how long published messages are kept (0: always).
+	BrokerRetention time.Duration
 }
 
 // Validate reports every problem at once.
@@ -242,7 +244,7 @@ func New(cfg Config) (*Service, error) {
 	if es != nil {
 		runner.Subscribers = projections.ESDBSubscribers(es.Client(), projPool, listener, cfg.Logger)
 	}
-	forwarder, err := downstream.New(downstream.Config{BrokerURL: cfg.BrokerURL, Topic: cfg.BrokerTopic, Logger: cfg.Logger})
+	forwarder, err := downstream.New(downstream.Config{BrokerURL: cfg.BrokerURL, Topic: cfg.BrokerTopic, Retention: cfg.BrokerRetention, Logger: cfg.Logger})
 	if err != nil {
 		projPool.Close()
 		return nil, err
@@ -322,6 +324,8 @@ func (s *Service) RunBackground(ctx context.Context, withProjections bool) (stop
 		}()
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Downstream.Run(ctx, s.pool, s.newDownstreamRunner) }()
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Downstream.RunRetention(ctx, s.pool) }()
 	}
 	return func() { cancel(); wg.Wait() }
 }

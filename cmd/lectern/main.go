@@ -56,6 +56,9 @@ type env struct {
 	// (docs/subscribing.md).
 	BrokerURL   string
 	BrokerTopic string
+	// BrokerRetention: LECTERN_BROKER_RETENTION, a Go duration (default
+	// 168h; 0 keeps every published message).
+	BrokerRetention time.Duration
 }
 
 func readEnv() (env, error) {
@@ -83,6 +86,14 @@ func readEnv() (env, error) {
 		if uerr := e.LogLevel.UnmarshalText([]byte(lvl)); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("LECTERN_LOG_LEVEL: %w", uerr))
 		}
+	}
+	e.BrokerRetention = 7 * 24 * time.Hour
+	if v := os.Getenv("LECTERN_BROKER_RETENTION"); v != "" {
+		d, perr := time.ParseDuration(v)
+		if perr != nil || d < 0 {
+			err = errors.Join(err, fmt.Errorf("LECTERN_BROKER_RETENTION %q: want a duration such as 168h, or 0 to keep every message", v))
+		}
+		e.BrokerRetention = d
 	}
 	if e.JWTKey == "" && e.JWTKeyFile == "" {
 		err = errors.Join(err, errors.New("set LECTERN_JWT_KEY (64 hex characters) or LECTERN_JWT_KEY_FILE"))
@@ -157,7 +168,7 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 	}
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"),
-		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic})
+		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
