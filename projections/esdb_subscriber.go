@@ -104,7 +104,7 @@ func NewESDBSubscriber(cfg ESDBSubscriberConfig) (*ESDBSubscriber, error) {
 		logger = slog.Default()
 	}
 	if cfg.Listener != nil {
-		cfg.Listener.followESDB()
+		cfg.Listener.FollowESDB()
 	}
 	return &ESDBSubscriber{cfg: cfg, logger: logger.With("projection", cfg.ConsumerGroup), closing: make(chan struct{})}, nil
 }

@@ -437,3 +437,40 @@ func TestESDBSystemEventsFilteredAndCheckpointsAdvance(t *testing.T) {
 		}
 	}
 }
+
+// A listener following EventStoreDB ignores the PostgreSQL positions a copy
+// left in projection_offsets: a transaction id there would pass for a later
+// position than EventStoreDB's, and a write would not wait for its read
+// models.
+func TestListenerOnESDBIgnoresPostgreSQLOffsets(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO projection_offsets (consumer_group, offset_acked, last_processed_transaction_id)
+		VALUES ('accounts', 7, '999999'); INSERT INTO esdb_checkpoints (consumer_group, commit_position, prepare_position) VALUES ('accounts', 10, 10)`); err != nil {
+		t.Fatal(err)
+	}
+	l := NewListener(pool, esdbQuiet)
+	l.FollowESDB()
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	reachedAt := func(commit uint64) error {
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		return l.WaitFor(wctx, eventstore.Position{Commit: commit, Prepare: commit}, "accounts")
+	}
+	if err := reachedAt(10); err != nil {
+		t.Fatalf("the EventStoreDB checkpoint itself: %v", err)
+	}
+	if err := reachedAt(20); err == nil {
+		t.Fatal("a position past the EventStoreDB checkpoint passed for reached (the PostgreSQL offset was read)")
+	}
+	if _, err := pool.Exec(ctx, `UPDATE esdb_checkpoints SET commit_position = 20, prepare_position = 20`); err != nil {
+		t.Fatal(err)
+	}
+	if err := reachedAt(20); err != nil {
+		t.Fatalf("after the checkpoint moved: %v", err)
+	}
+}

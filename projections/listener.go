@@ -34,15 +34,19 @@ type Listener struct {
 	esdb      bool          // positions are EventStoreDB's (esdb_checkpoints)
 }
 
-// followESDB makes the listener read the projections' positions from
-// esdb_checkpoints only. After `lectern events copy` projection_offsets still
-// holds PostgreSQL positions, which do not compare with EventStoreDB's: read
-// alongside, a PostgreSQL transaction id would pass for a later position and
-// a write would answer before its read models hold it.
-func (l *Listener) followESDB() {
+// FollowESDB makes the listener read the projections' positions from
+// esdb_checkpoints only; call it before Run. After `lectern events copy`
+// projection_offsets still holds PostgreSQL positions, which do not compare
+// with EventStoreDB's: read alongside, a PostgreSQL transaction id would pass
+// for a later position and a write would answer before its read models hold
+// it. Positions read before the switch are forgotten.
+func (l *Listener) FollowESDB() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.esdb = true
+	if !l.esdb {
+		l.esdb = true
+		clear(l.positions)
+	}
 }
 
 // NewListener returns a listener; Run starts it.

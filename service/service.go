@@ -202,6 +202,8 @@ func New(cfg Config) (*Service, error) {
 	var store eventstore.Store
 	var closeStore func()
 	if es != nil {
+		// Before anything reads positions (Run refreshes them at once).
+		listener.FollowESDB()
 		store, closeStore = es, func() { _ = es.Close() }
 	} else {
 		pg.OnAppend(listener.WakeLocal)
