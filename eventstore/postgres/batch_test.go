@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"lectern/eventstore"
 	"lectern/eventstore/storetest"
@@ -210,5 +212,396 @@ func TestBatchConcurrentWriters(t *testing.T) {
 	}
 	if want := writers*appends + won[shared[0]] + won[shared[1]]; len(all) != want {
 		t.Errorf("the log holds %d events, want %d", len(all), want)
+	}
+}
+
+// A version the store knows to exist spares the expected-version check, but
+// never loosens it: a stale version still collides, a version past the end
+// is still refused, a retry is still idempotent, and the check still runs
+// for versions the store has not seen.
+func TestKnownVersionsKeepChecks(t *testing.T) {
+	pool := pgtest.Pool(t)
+	s, other := New(pool, nil), New(pool, nil)
+	defer s.Close()
+	defer other.Close()
+	ctx := context.Background()
+	stream := batchStream("known")
+	var evs []eventstore.EventData
+	for i := range 3 {
+		evs = append(evs, storetest.Event("known", i))
+		if _, err := s.Append(ctx, stream, eventstore.Exact(int64(i)), evs[i:]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, v := range []int64{2, 5, -1} { // stale; past the end; no such version
+		if _, err := s.Append(ctx, stream, eventstore.Exact(v), []eventstore.EventData{storetest.Event("bad", int(v))}); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+			t.Errorf("append at %d: %v, want a wrong expected version", v, err)
+		}
+	}
+	if res, err := s.Append(ctx, stream, eventstore.Exact(1), evs[1:2]); err != nil || res.Version != 2 {
+		t.Errorf("retry of event 2: %+v %v, want version 2", res, err)
+	}
+	// Another store appends event 4: s still knows 3 only.
+	fourth := storetest.Event("other", 4)
+	if _, err := other.Append(ctx, stream, eventstore.Exact(3), []eventstore.EventData{fourth}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, stream, eventstore.Exact(3), []eventstore.EventData{storetest.Event("late", 4)}); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		t.Errorf("append at a version taken meanwhile: %v, want a wrong expected version", err)
+	}
+	if res, err := s.Append(ctx, stream, eventstore.Exact(3), []eventstore.EventData{fourth}); err != nil || res.Version != 4 {
+		t.Errorf("retry of event 4: %+v %v, want version 4", res, err)
+	}
+	if _, err := s.Append(ctx, stream, eventstore.Exact(6), []eventstore.EventData{storetest.Event("gap", 7)}); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		t.Errorf("append past the end of a stream another store extended: %v, want a wrong expected version", err)
+	}
+	if res, err := s.Append(ctx, stream, eventstore.Exact(4), []eventstore.EventData{storetest.Event("next", 5)}); err != nil || res.Version != 5 {
+		t.Errorf("append at a version only the database knows: %+v %v, want version 5", res, err)
+	}
+	got, err := s.ReadStream(ctx, stream, eventstore.Forwards, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range got {
+		if e.Version != int64(i+1) {
+			t.Fatalf("event %d has version %d", i, e.Version)
+		}
+	}
+	if len(got) != 5 {
+		t.Errorf("the stream holds %d events, want 5", len(got))
+	}
+
+	// In one batch: rows at known versions, at versions checked, past the end.
+	fresh := New(pool, nil)
+	defer fresh.Close()
+	known, unknown, gap := batchStream("b-known"), batchStream("b-unknown"), batchStream("b-gap")
+	for _, st := range []string{known, unknown, gap} {
+		if _, err := s.Append(ctx, st, eventstore.NoStream, []eventstore.EventData{storetest.Event("seed", 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fresh.ReadStream(ctx, known, eventstore.Backwards, 0, 1); err != nil { // fresh learns known's version 1
+		t.Fatal(err)
+	}
+	batch := []*pendingAppend{
+		pending(t, fresh, known, 1, storetest.Event("a", 1)),
+		pending(t, fresh, unknown, 1, storetest.Event("b", 1)),
+		pending(t, fresh, gap, 2, storetest.Event("c", 1)),
+	}
+	if chk := fresh.heads.checks(batch); chk[0] || !chk[1] || !chk[2] {
+		t.Fatalf("checks %v, want only the unseen versions checked", chk)
+	}
+	fresh.runBatch(batch)
+	for i, p := range batch {
+		o := <-p.done
+		if want := i < 2; (o.err == nil) != want || (want && o.res.Version != 2) {
+			t.Errorf("append %d: %+v %v", i, o.res, o.err)
+		}
+	}
+	if got, _ := fresh.ReadStream(ctx, gap, eventstore.Forwards, 1, 0); len(got) != 1 {
+		t.Errorf("the gap append was written")
+	}
+}
+
+// The batch statements run on cached generic plans that probe the
+// (stream_id, version) index row by row, whatever the table's size when
+// they were planned: no hashed subplan over the events table, no seq scan.
+func TestBatchPlans(t *testing.T) {
+	ctx := context.Background()
+	conn, err := pgtest.Fresh(t).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	sqls := map[string]string{"one": appendOneSQL, "one unchecked": appendOneUncheckedSQL, "2": batchSQL[1], "8": batchSQL[3], fmt.Sprint(maxBatch): batchSQL[len(batchSQL)-1]}
+	for name, sql := range sqls {
+		sd, err := conn.Conn().Prepare(ctx, "plan_"+strings.ReplaceAll(name, " ", "_"), sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := make([]string, len(sd.ParamOIDs))
+		for i := range args {
+			args[i] = "NULL"
+		}
+		rows, err := conn.Query(ctx, "EXPLAIN EXECUTE "+sd.Name+"("+strings.Join(args, ", ")+")")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(plan, "\n")
+		if strings.Contains(text, "hashed") || strings.Contains(text, "Seq Scan") {
+			t.Errorf("%s: plan reads the whole table:\n%s", name, text)
+		}
+	}
+
+	// Without forcing: after its first custom plans, a batch statement is
+	// planned no more.
+	if _, err := conn.Exec(ctx, `RESET plan_cache_mode`); err != nil {
+		t.Fatal(err)
+	}
+	s := New(pgtest.Pool(t), nil)
+	defer s.Close()
+	for i := range 8 {
+		var batch []*pendingAppend
+		for j := range 2 {
+			batch = append(batch, pending(t, s, batchStream(fmt.Sprint("plan", i, j)), 0, storetest.Event("plan", j)))
+		}
+		b := s.prepare(batch)
+		rows, err := conn.Query(ctx, b.sql, b.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var generic, custom int64
+	if err := conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, batchSQL[1]).Scan(&generic, &custom); err != nil {
+		t.Fatal(err)
+	}
+	if generic == 0 {
+		t.Errorf("the 2-row batch statement was planned %d times and never used a generic plan", custom)
+	}
+}
+
+// Every append is announced to listening processes, without a NOTIFY of its
+// own: a listener that reads only when notified sees the last event of a
+// burst of concurrent appends soon after it commits, and a lone append
+// after a pause.
+func TestAppendsAreAnnounced(t *testing.T) {
+	pool := pgtest.Pool(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	listener, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
+		t.Fatal(err)
+	}
+	s := New(pool, nil)
+	defer s.Close()
+	reader := New(pool, nil)
+	defer reader.Close()
+
+	const writers, appends = 8, 40
+	streams := make([]string, writers)
+	for w := range streams {
+		streams[w] = batchStream(fmt.Sprint("announced", w))
+	}
+	// seen reports how many events of streams the listener has read.
+	var mu sync.Mutex
+	seen := 0
+	notified := make(chan struct{}, 1)
+	listenCtx, stopListening := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	defer func() { stopListening(); <-stopped }() // before the connection closes
+	go func() {
+		defer close(stopped)
+		for {
+			if _, err := listener.WaitForNotification(listenCtx); err != nil {
+				return
+			}
+			n := 0
+			for _, st := range streams {
+				evs, err := reader.ReadStream(listenCtx, st, eventstore.Forwards, 1, 0)
+				if err != nil {
+					return
+				}
+				n += len(evs)
+			}
+			mu.Lock()
+			seen = n
+			mu.Unlock()
+			select {
+			case notified <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	waitSeen := func(want int) {
+		t.Helper()
+		deadline := time.After(5 * time.Second)
+		for {
+			mu.Lock()
+			n := seen
+			mu.Unlock()
+			if n == want {
+				return
+			}
+			select {
+			case <-notified:
+			case <-deadline:
+				t.Fatalf("the listener saw %d events, want %d", n, want)
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range appends {
+				if _, err := s.Append(ctx, streams[w], eventstore.Exact(int64(i)), []eventstore.EventData{storetest.Event("announced", i)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitSeen(writers * appends)
+
+	time.Sleep(10 * (notifyInterval + notifySlack))
+	if _, err := s.Append(ctx, streams[0], eventstore.Exact(appends), []eventstore.EventData{storetest.Event("lone", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitSeen(writers*appends + 1)
+}
+
+// A statement carries a NOTIFY once per notifyInterval (the notifier's own
+// counts); a commit without one arms the notifier, which stands down once a
+// NOTIFY has followed; a carrier clears the commits recorded before it only.
+func TestCarry(t *testing.T) {
+	s := New(pgtest.Pool(t), nil)
+	defer s.Close()
+	if ok, _ := s.carry(); !ok {
+		t.Fatal("the first statement carries no NOTIFY")
+	}
+	if ok, _ := s.carry(); ok {
+		t.Fatal("two NOTIFYs within notifyInterval")
+	}
+	s.unannounced()
+	if !s.pending.Load() || !s.armed.Load() {
+		t.Fatal("a commit without a NOTIFY is not watched")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.pending.Load() || s.armed.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the notifier never announced the commit")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(notifyInterval)
+	if ok, _ := s.carry(); !ok {
+		t.Fatal("no NOTIFY carried once notifyInterval has passed")
+	}
+
+	// A commit recorded while a carrier is on its way stays pending after
+	// the carrier commits; one recorded before does not. (A closed store's
+	// notifier does not clear them meanwhile.)
+	c := New(pgtest.Pool(t), nil)
+	c.Close()
+	c.unannounced()
+	_, commits := c.carry()
+	c.unannounced()
+	c.announced(commits)
+	if !c.pending.Load() {
+		t.Error("a commit recorded after the carrier was sent is taken as announced")
+	}
+	time.Sleep(notifyInterval)
+	_, commits = c.carry()
+	c.announced(commits)
+	if c.pending.Load() {
+		t.Error("a carrier sent after the last commit leaves it pending")
+	}
+}
+
+// A commit that carried no NOTIFY (one came with the statement before, less
+// than notifyInterval ago) is announced all the same, by the notifier, when
+// no statement follows it.
+func TestTrailingCommitAnnounced(t *testing.T) {
+	pool := pgtest.Fresh(t) // no other store notifies here
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	listener, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(context.Background())
+	if _, err := listener.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
+		t.Fatal(err)
+	}
+	notified := func() bool {
+		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := listener.WaitForNotification(wait)
+		return err == nil
+	}
+	s := New(pool, nil)
+	defer s.Close()
+	stream := batchStream("trailing")
+	for v := range int64(3) {
+		if v > 0 {
+			s.lastNotify.Store(s.clock()) // as if a NOTIFY had just gone out
+		}
+		if _, err := s.Append(ctx, stream, eventstore.Exact(v), []eventstore.EventData{storetest.Event("trailing", int(v))}); err != nil {
+			t.Fatal(err)
+		}
+		if !notified() {
+			t.Fatalf("append %d was never announced", v+1)
+		}
+	}
+}
+
+// A statement that carries a NOTIFY and fails answers its appends as one
+// that carries none: the NOTIFY goes with the failed transaction, and
+// nothing of it is written.
+func TestFailedCarrier(t *testing.T) {
+	s := New(pgtest.Pool(t), nil)
+	defer s.Close()
+	ctx := context.Background()
+	taken := batchStream("carrier-taken")
+	if _, err := s.Append(ctx, taken, eventstore.NoStream, []eventstore.EventData{storetest.Event("seed", 0)}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := batchStream("carrier-fresh")
+	for _, batch := range [][]*pendingAppend{
+		{pending(t, s, taken, 0, storetest.Event("lone", 1))},
+		{pending(t, s, taken, 0, storetest.Event("a", 1)), pending(t, s, fresh, 0, storetest.Event("b", 1))},
+	} {
+		s.lastNotify.Store(s.clock() - int64(time.Hour)) // a NOTIFY is due
+		b := s.prepare(batch)
+		if !b.notify {
+			t.Fatal("no NOTIFY carried when one is due")
+		}
+		written, err := b.run(s)
+		if err == nil {
+			t.Fatalf("a statement that takes a taken version wrote %v", written)
+		}
+		s.settle(b, written, err)
+		s.answer(b, written, err)
+		for _, p := range batch {
+			o := <-p.done
+			switch p.stream {
+			case taken:
+				if !errors.Is(o.err, eventstore.ErrWrongExpectedVersion) {
+					t.Errorf("append to a taken version: %v, want a wrong expected version", o.err)
+				}
+			default:
+				if o.err != nil || o.res.Version != 1 {
+					t.Errorf("valid append of a failed batch: %+v %v", o.res, o.err)
+				}
+			}
+		}
+	}
+	if got, _ := s.ReadStream(ctx, taken, eventstore.Forwards, 1, 0); len(got) != 1 {
+		t.Errorf("%s holds %d events, want 1", taken, len(got))
 	}
 }

@@ -32,21 +32,31 @@ type Store struct {
 	db  *pgxpool.Pool
 	now func() time.Time
 
-	wake     chan struct{} // pending wake-up for the notifier
-	wakeOnce sync.Once
-	stop     chan struct{}
-	stopOnce sync.Once
-	onAppend func()
+	// Announcing appends to other processes (below).
+	epoch      time.Time     // the zero of clock
+	notifyMu   sync.Mutex    // serialises the changes of the three below
+	lastNotify atomic.Int64  // clock when the last NOTIFY was sent
+	pending    atomic.Bool   // a commit may not be followed by a NOTIFY yet
+	armed      atomic.Bool   // the notifier watches pending
+	commits    atomic.Int64  // commits recorded by unannounced
+	wake       chan struct{} // wakes the notifier
+	wakeOnce   sync.Once
+	stop       chan struct{}
+	stopOnce   sync.Once
+	onAppend   func()
 
 	// The group commit of single-event appends (batch.go).
 	batchMu  sync.Mutex
 	queue    []*pendingAppend
-	flushing int          // statements in flight
+	flushing int // statements in flight
+	inFlight int // their appends
+	writers  concurrency
 	batches  atomic.Int64 // multi-row statements sent
+	heads    heads
 }
 
-// OnAppend sets a function called after every committed Append, before the
-// NOTIFY goes out: a process wakes its own subscribers without a round trip.
+// OnAppend sets a function called after every committed Append: a process
+// wakes its own subscribers without waiting for the NOTIFY.
 func (s *Store) OnAppend(f func()) { s.onAppend = f }
 
 var _ eventstore.Store = (*Store)(nil)
@@ -56,48 +66,141 @@ func New(db *pgxpool.Pool, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{db: db, now: now, wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	s := &Store{db: db, now: now, epoch: time.Now(), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	s.lastNotify.Store(-int64(time.Hour)) // the first statement carries a NOTIFY
+	return s
 }
 
 // Close stops the store's notifier.
 func (s *Store) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
 
-// announce tells every listening process that events were committed. One
-// NOTIFY goes out at a time, after the append's own commit, at most one per
-// notifyInterval, and appends made meanwhile share the next one: the append
-// path never waits for it, and a burst of appends costs few NOTIFYs (each is
-// a transaction of its own, serialised on the notification queue).
+// announce follows a commit that carried no NOTIFY: it wakes this process's
+// subscribers and has the commit announced to the others.
 func (s *Store) announce() {
 	if s.onAppend != nil {
 		s.onAppend()
 	}
-	s.wakeOnce.Do(func() { go s.notifier() })
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	s.unannounced()
+}
+
+// Appends are announced to other processes with a NOTIFY on EventsChannel,
+// at most one per notifyInterval, never one per append: a NOTIFY costs a
+// transaction of its own, and notifying commits are serialised on the
+// notification queue's lock. The statement of grouped appends (batch.go)
+// sent once notifyInterval has passed since the last NOTIFY carries one: the
+// NOTIFY goes in the statement's implicit transaction, in the same round trip
+// (no transaction, round trip or goroutine of its own), and listeners get it
+// as the events commit. A commit that carried none (the appends between two
+// carriers, appends made otherwise) is announced by the next carrier, or, if
+// none is sent within notifySlack after the interval, by the notifier
+// goroutine's own NOTIFY. So under load listeners hear of an append at most
+// notifyInterval after it commits (plus a statement), of the last ones before
+// a pause at most notifyInterval+notifySlack after, and of a lone append as it
+// commits. (The notifier sleeps about notifySlack at a time while appends go
+// on; a shorter slack costs more wake-ups than it saves latency.)
+const (
+	notifyInterval = 2 * time.Millisecond
+	notifySlack    = 2 * time.Millisecond
+)
+
+const notifySQL = `SELECT pg_notify('` + EventsChannel + `', '')`
+
+// clock is the time since the store was made, on the monotonic clock.
+func (s *Store) clock() int64 { return int64(time.Since(s.epoch)) }
+
+// carry reports whether the statement about to be sent should carry a
+// NOTIFY, and if so counts the NOTIFY as sent now. It returns the commits
+// recorded so far: they precede the carrier's commit, and announced clears
+// them once it has committed.
+func (s *Store) carry() (bool, int64) {
+	now := s.clock()
+	if now-s.lastNotify.Load() < int64(notifyInterval) {
+		return false, 0
+	}
+	s.notifyMu.Lock()
+	defer s.notifyMu.Unlock()
+	if now-s.lastNotify.Load() < int64(notifyInterval) {
+		return false, 0
+	}
+	s.lastNotify.Store(now)
+	return true, s.commits.Load()
+}
+
+// announced follows the commit of a carrier sent when commits recorded were
+// the count carry returned: none is pending any more unless one was recorded
+// since.
+func (s *Store) announced(commits int64) {
+	s.notifyMu.Lock()
+	if s.commits.Load() == commits {
+		s.pending.Store(false)
+	}
+	s.notifyMu.Unlock()
+}
+
+// unannounced records a commit that no NOTIFY sent so far is known to
+// follow, and makes sure the notifier watches. When commits are pending and
+// watched already, the NOTIFY that clears them (the notifier's, or a
+// carrier's sent after this call) follows this commit too.
+func (s *Store) unannounced() {
+	s.commits.Add(1)
+	if s.pending.Load() && s.armed.Load() {
+		return
+	}
+	s.notifyMu.Lock()
+	s.pending.Store(true)
+	arm := !s.armed.Load()
+	s.armed.Store(true)
+	s.notifyMu.Unlock()
+	if arm {
+		s.wakeOnce.Do(func() { go s.notifier() })
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
+// notifier sends a NOTIFY when commits are pending and no NOTIFY was sent
+// for notifyInterval+notifySlack, and sleeps while none are pending.
 func (s *Store) notifier() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.wake:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, _ = s.db.Exec(ctx, `SELECT pg_notify('`+EventsChannel+`', '')`)
-		cancel()
-		select {
-		case <-s.stop:
-			return
-		case <-time.After(notifyInterval):
+		for {
+			s.notifyMu.Lock()
+			if !s.pending.Load() {
+				s.armed.Store(false)
+				s.notifyMu.Unlock()
+				break
+			}
+			now := s.clock()
+			wait := time.Duration(s.lastNotify.Load() + int64(notifyInterval+notifySlack) - now)
+			if wait <= 0 {
+				s.lastNotify.Store(now)
+				s.pending.Store(false)
+			}
+			s.notifyMu.Unlock()
+			if wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-s.stop:
+					timer.Stop()
+					return
+				case <-timer.C:
+				}
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, _ = s.db.Exec(ctx, notifySQL)
+			cancel()
 		}
 	}
 }
-
-// notifyInterval spaces NOTIFYs under load; it bounds the extra wake-up delay.
-const notifyInterval = time.Millisecond
 
 // appendSQL checks the expected version and inserts every event in one
 // statement, so an append costs one round trip. Two writers racing for the
@@ -143,9 +246,10 @@ const (
 // Append implements eventstore.Store.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
 	if v, ok := expected.Exactly(); ok && len(evs) == 1 {
+		// Announced by the group commit.
 		res, err := s.appendGrouped(ctx, stream, v, evs[0])
-		if err == nil {
-			s.announce()
+		if err == nil && s.onAppend != nil {
+			s.onAppend()
 		}
 		return res, err
 	}
@@ -154,6 +258,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	for attempt := 0; ; attempt++ {
 		res, err := s.AppendIn(ctx, s.db, stream, expected, evs)
 		if err == nil {
+			s.heads.saw(stream, res.Version)
 			s.announce()
 		}
 		if err == nil || !expected.IsAny() || !errors.Is(err, eventstore.ErrWrongExpectedVersion) || attempt == 10 {
@@ -305,7 +410,15 @@ const selectColumns = `uuid::text, stream_id, version, transaction_id::text, "of
 
 // ReadStream implements eventstore.Store.
 func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {
-	return s.ReadStreamIn(ctx, s.db, stream, dir, from, limit)
+	evs, err := s.ReadStreamIn(ctx, s.db, stream, dir, from, limit)
+	last := int64(0)
+	for _, e := range evs {
+		last = max(last, e.Version)
+	}
+	if last > 0 { // committed: read outside any transaction
+		s.heads.saw(stream, last)
+	}
+	return evs, err
 }
 
 // ReadStreamIn reads a stream within q.
