@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/jackc/pgx/v5"
@@ -81,6 +82,16 @@ func OnSet[T events.Event](h SetHandler[T]) GroupHandler {
 }
 
 type setHandler[T events.Event] struct{ h SetHandler[T] }
+
+// metaColumns are the events' stream versions and times, as a set handler
+// binds them.
+func metaColumns(ms []events.Meta) (versions []int64, at []time.Time) {
+	versions, at = make([]int64, len(ms)), make([]time.Time, len(ms))
+	for i, m := range ms {
+		versions[i], at[i] = m.Version, m.RecordedAt
+	}
+	return versions, at
+}
 
 func (s setHandler[T]) NewEvent() any { return new(T) }
 

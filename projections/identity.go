@@ -3,7 +3,6 @@ package projections
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,11 +20,10 @@ func Users() Projection {
 	return Projection{Name: UsersProjection, Tables: []string{"users"}, Handlers: []GroupHandler{
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.UserSignedUp) error {
 			n := len(es)
-			ids, versions, at := make([]int64, n), make([]int64, n), make([]time.Time, n)
-			emails, names, hashes, roles := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			versions, at := metaColumns(ms)
+			ids, emails, names, hashes, roles := make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 			for i, e := range es {
-				ids[i], versions[i], at[i] = e.UserID, ms[i].Version, ms[i].RecordedAt
-				emails[i], names[i], hashes[i], roles[i] = e.Email, e.Name, e.PasswordHash, textArray(e.Roles)
+				ids[i], emails[i], names[i], hashes[i], roles[i] = e.UserID, e.Email, e.Name, e.PasswordHash, textArray(e.Roles)
 			}
 			_, err := tx.Exec(ctx, `
 				INSERT INTO users (id, email, name, password_hash, roles, created_at, updated_at, version)
@@ -51,12 +49,12 @@ func Users() Projection {
 func Agents() Projection {
 	return Projection{Name: AgentsProjection, Tables: []string{"agents"}, Handlers: []GroupHandler{
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.AgentCreated) error {
-			n := len(es)
-			ids, owners, versions, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]time.Time, n)
-			names, prompts, roles, templates, active := make([]string, n), make([]string, n), make([]*string, n), make([]*string, n), make([]bool, n)
+			versions, at := metaColumns(ms)
+			ids, owners := make([]int64, len(es)), make([]int64, len(es))
+			var f agentFields
 			for i, e := range es {
-				ids[i], owners[i], versions[i], at[i] = e.AgentID, e.OwnerID, ms[i].Version, ms[i].RecordedAt
-				names[i], prompts[i], roles[i], templates[i], active[i] = e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive
+				ids[i], owners[i] = e.AgentID, e.OwnerID
+				f.add(e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive)
 			}
 			_, err := tx.Exec(ctx, `
 				INSERT INTO agents (id, owner_id, name, system_prompt, role_description, template_source, is_active, created_at, updated_at, version)
@@ -64,16 +62,16 @@ func Agents() Projection {
 				FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::timestamptz[], $9::bigint[])
 					AS e(id, owner_id, name, system_prompt, role_description, template_source, is_active, at, version)
 				ON CONFLICT (id) DO NOTHING`,
-				ids, owners, names, prompts, roles, templates, active, at, versions)
+				ids, owners, f.names, f.prompts, f.roles, f.templates, f.active, at, versions)
 			return err
 		}),
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.AgentUpdated) error {
-			n := len(es)
-			ids, versions, at := make([]int64, n), make([]int64, n), make([]time.Time, n)
-			names, prompts, roles, templates, active := make([]string, n), make([]string, n), make([]*string, n), make([]*string, n), make([]bool, n)
+			versions, at := metaColumns(ms)
+			ids := make([]int64, len(es))
+			var f agentFields
 			for i, e := range es {
-				ids[i], versions[i], at[i] = e.AgentID, ms[i].Version, ms[i].RecordedAt
-				names[i], prompts[i], roles[i], templates[i], active[i] = e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive
+				ids[i] = e.AgentID
+				f.add(e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive)
 			}
 			_, err := tx.Exec(ctx, `
 				UPDATE agents a SET name = e.name, system_prompt = e.system_prompt, role_description = e.role_description,
@@ -81,10 +79,23 @@ func Agents() Projection {
 				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bool[], $7::timestamptz[], $8::bigint[])
 					AS e(id, name, system_prompt, role_description, template_source, is_active, at, version)
 				WHERE a.id = e.id AND a.version < e.version`,
-				ids, names, prompts, roles, templates, active, at, versions)
+				ids, f.names, f.prompts, f.roles, f.templates, f.active, at, versions)
 			return err
 		}),
 	}}
+}
+
+// agentFields are agents' editable fields as the statements bind them, one
+// element per event.
+type agentFields struct {
+	names, prompts   []string
+	roles, templates []*string
+	active           []bool
+}
+
+func (f *agentFields) add(name, prompt string, role, template *string, active bool) {
+	f.names, f.prompts, f.active = append(f.names, name), append(f.prompts, prompt), append(f.active, active)
+	f.roles, f.templates = append(f.roles, role), append(f.templates, template)
 }
 
 var arrayElementEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)

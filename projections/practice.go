@@ -2,7 +2,6 @@ package projections
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -24,11 +23,12 @@ func FewShotExamples() Projection {
 	return Projection{Name: FewShotExamplesProjection, Tables: []string{"few_shot_examples"}, Handlers: []GroupHandler{
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.FewShotCreated) error {
 			n := len(es)
-			ids, users, versions, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]time.Time, n)
+			versions, at := metaColumns(ms)
+			ids, users := make([]int64, n), make([]int64, n)
 			titles, metas := make([]*string, n), make([]*string, n)
 			inputs, outputs, active := make([]string, n), make([]string, n), make([]bool, n)
 			for i, e := range es {
-				ids[i], users[i], versions[i], at[i] = e.ExampleID, e.UserID, ms[i].Version, ms[i].RecordedAt
+				ids[i], users[i] = e.ExampleID, e.UserID
 				titles[i], inputs[i], outputs[i], active[i] = e.Title, e.InputText, e.OutputText, e.IsActive
 				if e.Meta != nil {
 					meta := string(e.Meta)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -43,41 +42,21 @@ const sessionsAdvanced = `advanced AS (
 		FROM ev WHERE p.id = ev.session_id AND p.version < ev.version
 		RETURNING p.id)`
 
-// fewShotLinks are the few-shot links of several settings, flattened: link
-// i belongs to session sessions[i].
-type fewShotLinks struct {
-	ids, sessions, examples []int64
-	orders                  []int32
-}
-
-func (l *fewShotLinks) add(session int64, s events.SessionSettings) {
-	for _, k := range s.FewShotLinks {
-		l.ids = append(l.ids, k.LinkID)
-		l.sessions = append(l.sessions, session)
-		l.examples = append(l.examples, k.ExampleID)
-		l.orders = append(l.orders, int32(k.SortOrder))
-	}
-}
-
 // projectSessionsStarted writes the sessions; their count, settings and
 // links only for the session rows that are new.
 func projectSessionsStarted(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.SessionStarted) error {
 	n := len(es)
-	ids, users, versions, settingIDs := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	versions, at := metaColumns(ms)
+	ids, users := make([]int64, n), make([]int64, n)
 	classes, projects, agents := make([]*int64, n), make([]*int64, n), make([]*int64, n)
-	knowledge, presets, styles, generations, snapshots := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	titles, at := make([]*string, n), make([]time.Time, n)
-	var links fewShotLinks
+	knowledge, titles := make([]string, n), make([]*string, n)
+	var st settingsRows
 	for i, e := range es {
-		st, err := encodeSettings(e.Settings)
-		if err != nil {
+		if err := st.add(e.SessionID, e.Settings); err != nil {
 			return err
 		}
-		ids[i], users[i], versions[i], settingIDs[i] = e.SessionID, e.UserID, ms[i].Version, e.Settings.SettingID
-		classes[i], projects[i], agents[i], titles[i], at[i] = e.ClassID, e.ProjectID, e.AgentID, e.Title, ms[i].RecordedAt
+		ids[i], users[i], classes[i], projects[i], agents[i], titles[i] = e.SessionID, e.UserID, e.ClassID, e.ProjectID, e.AgentID, e.Title
 		knowledge[i] = int64Array(e.KnowledgeIDs)
-		presets[i], styles[i], generations[i], snapshots[i] = e.Settings.StylePreset, st.style, st.generation, st.agent
-		links.add(e.SessionID, e.Settings)
 	}
 	_, err := tx.Exec(ctx, `
 		WITH ev AS (
@@ -104,8 +83,8 @@ func projectSessionsStarted(ctx context.Context, tx pgx.Tx, ms []events.Meta, es
 		FROM unnest($15::bigint[], $16::bigint[], $17::bigint[], $18::int[]) AS l(id, session_id, example_id, sort_order)
 			JOIN created ON created.id = l.session_id JOIN ev ON ev.session_id = l.session_id
 		ON CONFLICT (id) DO NOTHING`,
-		ids, users, classes, projects, agents, knowledge, titles, at, versions, settingIDs, presets, styles, generations, snapshots,
-		links.ids, links.sessions, links.examples, links.orders)
+		ids, users, classes, projects, agents, knowledge, titles, at, versions, st.ids, st.presets, st.styles, st.generations, st.snapshots,
+		st.linkIDs, st.linkSessions, st.examples, st.orders)
 	return err
 }
 
@@ -123,36 +102,46 @@ func int64Array(ids []int64) string {
 	return string(append(b, '}'))
 }
 
-// settingsColumns are a session's settings as the statements bind them.
-type settingsColumns struct {
-	style, generation, agent string
+// settingsRows are the settings of several sessions as the statements bind
+// them, one element per session, and their few-shot links flattened: link
+// i belongs to session linkSessions[i].
+type settingsRows struct {
+	ids                                     []int64
+	presets, styles, generations, snapshots []string
+	linkIDs, linkSessions, examples         []int64
+	orders                                  []int32
 }
 
-func encodeSettings(s events.SessionSettings) (settingsColumns, error) {
-	var c settingsColumns
+func (r *settingsRows) add(session int64, s events.SessionSettings) error {
 	gp, err := json.Marshal(s.GenerationParams)
 	if err != nil {
-		return c, err
+		return err
 	}
 	agent := []byte(`{}`)
 	if s.AgentSnapshot != nil {
 		if agent, err = json.Marshal(s.AgentSnapshot); err != nil {
-			return c, err
+			return err
 		}
 	}
-	c.style, c.generation, c.agent = string(s.StyleParams), string(gp), string(agent)
-	if c.style == "" {
-		c.style = "{}"
+	style := string(s.StyleParams)
+	if style == "" {
+		style = "{}"
 	}
-	return c, nil
+	r.ids, r.presets, r.styles = append(r.ids, s.SettingID), append(r.presets, s.StylePreset), append(r.styles, style)
+	r.generations, r.snapshots = append(r.generations, string(gp)), append(r.snapshots, string(agent))
+	for _, l := range s.FewShotLinks {
+		r.linkIDs, r.linkSessions = append(r.linkIDs, l.LinkID), append(r.linkSessions, session)
+		r.examples, r.orders = append(r.examples, l.ExampleID), append(r.orders, int32(l.SortOrder))
+	}
+	return nil
 }
 
 // projectTurnsRecorded writes each turn's models (the first turn's) and
 // responses.
 func projectTurnsRecorded(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.SessionTurnRecorded) error {
 	n := len(es)
-	sessions, versions, at := make([]int64, n), make([]int64, n), make([]time.Time, n)
-	turns, prompts, params := make([]int32, n), make([]string, n), make([]string, n)
+	versions, at := metaColumns(ms)
+	sessions, turns, prompts, params := make([]int64, n), make([]int32, n), make([]string, n), make([]string, n)
 	// One element per model answer.
 	var (
 		rSessions, models, modelIDs, responses, latencies []int64
@@ -166,8 +155,7 @@ func projectTurnsRecorded(ctx context.Context, tx pgx.Tx, ms []events.Meta, es [
 		if err != nil {
 			return err
 		}
-		sessions[i], versions[i], at[i] = e.SessionID, ms[i].Version, ms[i].RecordedAt
-		turns[i], prompts[i], params[i] = int32(e.Turn), e.PromptText, string(p)
+		sessions[i], turns[i], prompts[i], params[i] = e.SessionID, int32(e.Turn), e.PromptText, string(p)
 		for pos, r := range e.Results {
 			usage, err := json.Marshal(r.TokenUsage)
 			if err != nil {
@@ -219,18 +207,14 @@ func projectTurnsRecorded(ctx context.Context, tx pgx.Tx, ms []events.Meta, es [
 // (links that left the list are deleted, links that stay keep their
 // creation time).
 func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.SessionSettingsUpdated) error {
-	n := len(es)
-	sessions, versions, settingIDs, at := make([]int64, n), make([]int64, n), make([]int64, n), make([]time.Time, n)
-	presets, styles, generations, snapshots := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	var links fewShotLinks
+	versions, at := metaColumns(ms)
+	sessions := make([]int64, len(es))
+	var st settingsRows
 	for i, e := range es {
-		st, err := encodeSettings(e.Settings)
-		if err != nil {
+		if err := st.add(e.SessionID, e.Settings); err != nil {
 			return err
 		}
-		sessions[i], versions[i], settingIDs[i], at[i] = e.SessionID, ms[i].Version, e.Settings.SettingID, ms[i].RecordedAt
-		presets[i], styles[i], generations[i], snapshots[i] = e.Settings.StylePreset, st.style, st.generation, st.agent
-		links.add(e.SessionID, e.Settings)
+		sessions[i] = e.SessionID
 	}
 	_, err := tx.Exec(ctx, `
 		WITH ev AS (
@@ -251,7 +235,7 @@ func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, ms []events.Meta, es
 		SELECT l.id, ev.setting_id, l.session_id, l.example_id, l.sort_order, ev.at
 		FROM l JOIN advanced ON advanced.id = l.session_id JOIN ev ON ev.session_id = l.session_id
 		ON CONFLICT (id) DO UPDATE SET sort_order = EXCLUDED.sort_order`,
-		sessions, at, versions, settingIDs, presets, styles, generations, snapshots,
-		links.ids, links.sessions, links.examples, links.orders)
+		sessions, at, versions, st.ids, st.presets, st.styles, st.generations, st.snapshots,
+		st.linkIDs, st.linkSessions, st.examples, st.orders)
 	return err
 }
