@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/eventstore"
 	"lectern/eventstore/storetest"
@@ -386,14 +387,7 @@ func TestAppendsAreAnnounced(t *testing.T) {
 	pool := pgtest.Pool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	listener, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close(context.Background())
-	if _, err := listener.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
-		t.Fatal(err)
-	}
+	listener := listenForAppends(t, ctx, pool)
 	s := New(pool, nil)
 	defer s.Close()
 	reader := New(pool, nil)
@@ -530,14 +524,7 @@ func TestTrailingCommitAnnounced(t *testing.T) {
 	pool := pgtest.Fresh(t) // no other store notifies here
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	listener, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer listener.Close(context.Background())
-	if _, err := listener.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
-		t.Fatal(err)
-	}
+	listener := listenForAppends(t, ctx, pool)
 	notified := func() bool {
 		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -604,4 +591,19 @@ func TestFailedCarrier(t *testing.T) {
 	if got, _ := s.ReadStream(ctx, taken, eventstore.Forwards, 1, 0); len(got) != 1 {
 		t.Errorf("%s holds %d events, want 1", taken, len(got))
 	}
+}
+
+// listenForAppends opens a connection of its own listening on EventsChannel,
+// closed when the test ends.
+func listenForAppends(t *testing.T, ctx context.Context, pool *pgxpool.Pool) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, "LISTEN "+EventsChannel); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
