@@ -5,10 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +16,6 @@ import (
 	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/postgres"
 	"lectern/history"
-	"lectern/mail"
 	"lectern/pgtest"
 	"lectern/service"
 )
@@ -33,24 +29,8 @@ type running struct {
 
 func startService(t *testing.T, pool *pgxpool.Pool, key []byte, eventStoreURL string) *running {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, Mail: mail.NewLogSender(quiet), Logger: quiet, EventStoreURL: eventStoreURL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopBackground := svc.RunBackground(context.Background(), true)
-	srv := httptest.NewServer(svc.Handler)
-	r := &running{t: t, url: srv.URL}
-	var once bool
-	r.stop = func() {
-		if !once {
-			once = true
-			srv.Close()
-			stopBackground()
-			svc.Close()
-		}
-	}
-	t.Cleanup(r.stop)
+	svc, url, stop := serve(t, service.Config{Pool: pool, JWTKey: key, EventStoreURL: eventStoreURL})
+	r := &running{t: t, url: url, stop: stop}
 	if _, _, err := svc.Identity.CreateUser(context.Background(), "ada@example.com", "correct horse", "Ada", false); err != nil &&
 		!strings.Contains(err.Error(), "already") {
 		t.Fatal(err)

@@ -2,9 +2,52 @@ package service_test
 
 import (
 	"bytes"
+	"context"
+	"crypto/rand"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"lectern/mail"
+	"lectern/service"
 )
+
+// serve starts cfg's service with its projections and an HTTP server, with
+// quiet logs, mail to the log and a fresh JWT key where cfg sets none. stop
+// shuts it all down (at the test's end if not before).
+func serve(t *testing.T, cfg service.Config) (svc *service.Service, url string, stop func()) {
+	t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	if cfg.Mail == nil {
+		cfg.Mail = mail.NewLogSender(quiet)
+	}
+	if cfg.JWTKey == nil {
+		cfg.JWTKey = make([]byte, 32)
+		_, _ = rand.Read(cfg.JWTKey)
+	}
+	svc, err := service.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopBackground := svc.RunBackground(context.Background(), true)
+	srv := httptest.NewServer(svc.Handler)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			srv.Close()
+			stopBackground()
+			svc.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return svc, srv.URL, stop
+}
 
 // send makes one request of a service under test (a JSON body, a bearer
 // token when given) and returns its status, headers and body.

@@ -2,12 +2,8 @@ package service_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +14,6 @@ import (
 
 	"lectern/eventstore"
 	"lectern/eventstore/esdbfake"
-	"lectern/mail"
 	"lectern/pgtest"
 	"lectern/projections"
 	"lectern/service"
@@ -83,25 +78,14 @@ type replayEnv struct {
 
 func startReplayEnv(t *testing.T, store string) *replayEnv {
 	t.Helper()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	cfg := service.Config{Pool: pgtest.Fresh(t), JWTKey: key, Mail: mail.NewLogSender(quiet), Logger: quiet,
+	cfg := service.Config{Pool: pgtest.Fresh(t),
 		AdminEmails: []string{"admin@example.com"}, AddressLimit: 100000,
 		ConsistencyWait: 10 * time.Second} // other packages' tests share the cluster's log horizon
 	if store == "esdbfake" {
 		cfg.EventStoreURL = esdbfake.Start(t)
 	}
-	svc, err := service.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	stop := svc.RunBackground(context.Background(), true)
-	t.Cleanup(stop)
-	srv := httptest.NewServer(svc.Handler)
-	t.Cleanup(srv.Close)
-	return &replayEnv{pool: cfg.Pool, svc: svc, cfg: cfg, c: &client{t: t, url: srv.URL}}
+	svc, url, _ := serve(t, cfg)
+	return &replayEnv{pool: cfg.Pool, svc: svc, cfg: cfg, c: &client{t: t, url: url}}
 }
 
 func (e *replayEnv) user(email string, admin bool) (int64, string) {

@@ -2,12 +2,10 @@ package service_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -23,25 +21,14 @@ import (
 func TestServiceOnEventStoreDB(t *testing.T) {
 	url := esdbfake.Start(t)
 	pool := pgtest.Fresh(t)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, Mail: mail.NewLogSender(quiet), Logger: quiet, EventStoreURL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(svc.Close)
-	stop := svc.RunBackground(context.Background(), true)
-	t.Cleanup(stop)
-	srv := httptest.NewServer(svc.Handler)
-	t.Cleanup(srv.Close)
+	svc, base, _ := serve(t, service.Config{Pool: pool, EventStoreURL: url})
 
 	if _, _, err := svc.Identity.CreateUser(context.Background(), "ada@example.com", "correct horse", "Ada", false); err != nil {
 		t.Fatal(err)
 	}
 	call := func(method, path, token, body string) (int, http.Header, map[string]any) {
 		t.Helper()
-		status, header, data, err := send(method, srv.URL+path, token, []byte(body))
+		status, header, data, err := send(method, base+path, token, []byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
