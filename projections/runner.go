@@ -153,18 +153,28 @@ func (b wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err
 	}
 }
 
+// pendingSQL finds the first event visible past a group's committed offset.
+// A row comparison with scalar subqueries is an index range on the log's
+// primary key; joined to the offsets row, or wrapped in EXISTS (which drops
+// the ORDER BY and LIMIT), the planner scans the whole log instead.
+const pendingSQL = `
+	SELECT true FROM events
+	WHERE (transaction_id, "offset") > (
+		coalesce((SELECT last_processed_transaction_id FROM projection_offsets WHERE consumer_group = $1), '0'),
+		coalesce((SELECT offset_acked FROM projection_offsets WHERE consumer_group = $1), 0))
+	  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+	ORDER BY transaction_id, "offset" LIMIT 1`
+
 // pending reports whether an event is visible past group's committed offset;
 // a read-only query, so it takes no transaction id.
 func (r *Runner) pending(group string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var ok bool
-	err := r.pool.QueryRow(ctx, `
-		SELECT EXISTS (
-			SELECT 1 FROM events e
-			JOIN projection_offsets o ON o.consumer_group = $1
-			WHERE (e.transaction_id, e."offset") > (o.last_processed_transaction_id, coalesce(o.offset_acked, 0))
-			  AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot()))`, group).Scan(&ok)
+	err := r.pool.QueryRow(ctx, pendingSQL, group).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false
+	}
 	return err != nil || ok // on error, let the real poll find out
 }
 
