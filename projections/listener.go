@@ -27,7 +27,7 @@ type Listener struct {
 	logger *slog.Logger
 
 	mu        sync.Mutex
-	wakers    []chan struct{}
+	wakers    []*waker
 	positions map[string]eventstore.Position
 	changed   chan struct{} // closed and replaced whenever positions change
 	live      bool          // the LISTEN connection is up
@@ -54,31 +54,65 @@ func NewListener(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
 	return &Listener{pool: pool, logger: logger, positions: map[string]eventstore.Position{}, changed: make(chan struct{})}
 }
 
-// Wake returns a channel that receives (without blocking the sender) after
-// every committed append, a missed signal kept until read, and the function
-// that stops it (a restarted projection asks for a new one).
-func (l *Listener) Wake() (<-chan struct{}, func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ch := make(chan struct{}, 1)
-	l.wakers = append(l.wakers, ch)
-	return ch, func() {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.wakers = slices.DeleteFunc(l.wakers, func(c chan struct{}) bool { return c == ch })
+// A waker signals one projection's subscriber.
+type waker struct {
+	group string
+	types map[string]bool // the event types it handles
+	ch    chan struct{}
+}
+
+func (w *waker) signal() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
 	}
 }
 
-// WakeLocal wakes this process's subscribers (after an append it made).
-func (l *Listener) WakeLocal() { l.wakeAll() }
-
-func (l *Listener) wakeAll() {
+// Wake returns a channel that receives (without blocking the sender) after
+// every committed append of one of the given event types (or of types not
+// known), a missed signal kept until read, and the function that stops it (a
+// restarted projection asks for a new one). WaitFor signals it too when it
+// waits for group: the projection then moves its offset past events it does
+// not handle, which no append of theirs woke it for.
+func (l *Listener) Wake(group string, types []string) (<-chan struct{}, func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, ch := range l.wakers {
-		select {
-		case ch <- struct{}{}:
-		default:
+	w := &waker{group: group, types: map[string]bool{}, ch: make(chan struct{}, 1)}
+	for _, t := range types {
+		w.types[t] = true
+	}
+	l.wakers = append(l.wakers, w)
+	return w.ch, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.wakers = slices.DeleteFunc(l.wakers, func(c *waker) bool { return c == w })
+	}
+}
+
+// WakeLocal wakes this process's subscribers after an append it made, of
+// events of the given types (nil: not known).
+func (l *Listener) WakeLocal(types []string) { l.wakeFor(types) }
+
+func (l *Listener) wakeAll() { l.wakeFor(nil) }
+
+// wakeFor wakes the subscribers handling one of types, or all when types is nil.
+func (l *Listener) wakeFor(types []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.wakers {
+		if types == nil || slices.ContainsFunc(types, func(t string) bool { return w.types[t] }) {
+			w.signal()
+		}
+	}
+}
+
+// nudge wakes the subscribers of the given groups.
+func (l *Listener) nudge(groups []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.wakers {
+		if slices.Contains(groups, w.group) {
+			w.signal()
 		}
 	}
 }
@@ -126,7 +160,7 @@ func (l *Listener) listen(ctx context.Context) error {
 		}
 		switch n.Channel {
 		case postgres.EventsChannel:
-			l.wakeAll()
+			l.wakeFor(postgres.EventTypes(n.Payload))
 		case postgres.PositionsChannel:
 			group, cursor, ok := strings.Cut(n.Payload, " ")
 			if pos, err := eventstore.ParsePosition(cursor); ok && err == nil {
@@ -186,33 +220,41 @@ func (l *Listener) Position(group string) eventstore.Position {
 	return l.positions[group]
 }
 
-// reached reports whether every group has applied pos, and the channel that
-// closes on the next change.
-func (l *Listener) reached(pos eventstore.Position, groups []string) (bool, <-chan struct{}, bool) {
+// reached reports whether every group has applied pos, and if not the
+// groups that have not and the channel that closes on the next change.
+func (l *Listener) reached(pos eventstore.Position, groups []string) (bool, []string, <-chan struct{}, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var behind []string
 	for _, g := range groups {
 		if l.positions[g].Compare(pos) < 0 {
-			return false, l.changed, l.live
+			behind = append(behind, g)
 		}
 	}
-	return true, nil, l.live
+	return behind == nil, behind, l.changed, l.live
 }
 
 // WaitFor blocks until every named projection has applied the event at pos,
 // or ctx ends. A lost notification costs at most one fallback interval.
+// The projections behind are nudged once: one that handles none of the
+// events up to pos was not woken by them.
 func (l *Listener) WaitFor(ctx context.Context, pos eventstore.Position, groups ...string) error {
 	const fallback = 100 * time.Millisecond
+	nudged := false
 	for {
-		done, changed, live := l.reached(pos, groups)
+		done, behind, changed, live := l.reached(pos, groups)
 		if done {
 			return nil
+		}
+		if !nudged {
+			l.nudge(behind)
+			nudged = true
 		}
 		if !live {
 			if err := l.Refresh(ctx); err != nil && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if done, _, _ = l.reached(pos, groups); done {
+			if done, _, _, _ = l.reached(pos, groups); done {
 				return nil
 			}
 		}

@@ -167,3 +167,32 @@ func TestPoisonEventStopsItsProjection(t *testing.T) {
 		t.Errorf("picky committed %v, want %v (just before the poison event)", got, before)
 	}
 }
+
+// Appends wake only the projections that handle their events. A request
+// that waits for another projection at such an event's position nudges it,
+// and it moves its offset past what it does not handle: no waiting for the
+// fallback probe (switched off here), and no poll.
+func TestWaitingForAProjectionThatHandlesNoneOfTheEvents(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	l := projections.NewListener(pool, quiet)
+	users := projections.Projection{Name: "users-only", Handlers: projections.Users().Handlers[:1]}
+	r := projections.NewRunner(pool, l, events.NewRegistry(), quiet, users, projections.Agents())
+	r.Fallback = time.Hour
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); l.Run(ctx) }()
+	go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	first := appendAgent(t, pool, 1, "Tutor")
+	waitFor(t, l, first, projections.AgentsProjection)
+	for id := int64(2); id <= 5; id++ {
+		pos := appendAgent(t, pool, id, "Tutor")
+		start := time.Now()
+		waitFor(t, l, pos, "users-only")
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("waited %v for a projection with nothing to apply", d)
+		}
+	}
+}

@@ -96,88 +96,6 @@ func (marshaler) NameFromMessage(msg *message.Message) string {
 	return msg.Metadata.Get(postgres.MetaEventType)
 }
 
-// wakeBackoff waits for the next committed append instead of sleeping the
-// subscriber's whole poll interval. watermill-sql's poll locks the group's
-// offsets row, so every poll is a write transaction with a transaction id,
-// and a running one holds the pg_snapshot_xmin horizon back for every other
-// group: polling on each wake-up would make the projections hold each other
-// up. So the wait ends only when a cheap read-only query sees an event past
-// the group's offset below the horizon (or the fallback interval passes).
-// A wake-up can arrive while another transaction still holds the horizon
-// below the new events: it is then re-checked at doubling intervals
-// (1, 2, 4, ... 32 ms).
-type wakeBackoff struct {
-	wake     <-chan struct{}
-	closing  <-chan struct{}
-	fallback time.Duration
-	retry    time.Duration
-	ready    func() bool // an event is visible past the group's offset
-}
-
-const lastQuickPoll = 32 * time.Millisecond
-
-func (b wakeBackoff) HandleError(logger watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
-	if err != nil {
-		logger.Error("projection query failed", err, nil)
-		return b.retry
-	}
-	if !noMsg {
-		return 0
-	}
-	var quick time.Duration // the next re-check after a wake-up; 0: none due
-	for {
-		wait := b.fallback
-		if quick > 0 {
-			wait = quick
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-b.wake:
-			quick = time.Millisecond
-		case <-t.C:
-			if quick == 0 {
-				return 0 // the fallback poll
-			}
-			quick *= 2
-			if quick > lastQuickPoll {
-				quick = 0
-			}
-		case <-b.closing:
-			t.Stop()
-			return 0
-		}
-		t.Stop()
-		if b.ready() {
-			return 0
-		}
-	}
-}
-
-// pendingSQL finds the first event visible past a group's committed offset.
-// A row comparison with scalar subqueries is an index range on the log's
-// primary key; joined to the offsets row, or wrapped in EXISTS (which drops
-// the ORDER BY and LIMIT), the planner scans the whole log instead.
-const pendingSQL = `
-	SELECT true FROM events
-	WHERE (transaction_id, "offset") > (
-		coalesce((SELECT last_processed_transaction_id FROM projection_offsets WHERE consumer_group = $1), '0'),
-		coalesce((SELECT offset_acked FROM projection_offsets WHERE consumer_group = $1), 0))
-	  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-	ORDER BY transaction_id, "offset" LIMIT 1`
-
-// pending reports whether an event is visible past group's committed offset;
-// a read-only query, so it takes no transaction id.
-func (r *Runner) pending(group string) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var ok bool
-	err := r.pool.QueryRow(ctx, pendingSQL, group).Scan(&ok)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false
-	}
-	return err != nil || ok // on error, let the real poll find out
-}
-
 // Status is a projection's health, for readiness checks.
 type Status struct {
 	Name    string
@@ -307,17 +225,20 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	// closing ends the subscriber's wait for notifications, then the router
 	// closes (waiting for in-flight events).
 	closing := make(chan struct{})
-	wake, unwake := r.listener.Wake()
+	handled := map[string]bool{}
+	types := make([]string, 0, len(p.Handlers))
+	for _, h := range p.Handlers {
+		name := marshaler{}.Name(h.NewEvent())
+		handled[name] = true
+		types = append(types, name)
+	}
+	wake, unwake := r.listener.Wake(p.Name, types)
 	var once sync.Once
 	stop := func() error {
 		once.Do(func() { close(closing) })
 		err := router.Close()
 		unwake()
 		return err
-	}
-	handled := map[string]bool{}
-	for _, h := range p.Handlers {
-		handled[marshaler{}.Name(h.NewEvent())] = true
 	}
 	router.AddMiddleware(r.attempts(p.Name, handled, stop))
 
@@ -338,8 +259,8 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 				OffsetsAdapter: postgres.NewOffsets(),
 				AckDeadline:    &noDeadline,
 				ResendInterval: 50 * time.Millisecond,
-				BackoffManager: wakeBackoff{wake: wake, closing: closing, fallback: r.Fallback, retry: time.Second,
-					ready: func() bool { return r.pending(params.EventGroupName) }},
+				BackoffManager: &wakeBackoff{wake: wake, closing: closing, fallback: r.Fallback, retry: time.Second,
+					logger: r.logger, probe: r.prober(params.EventGroupName, handled)},
 			}, wlog)
 			if err != nil {
 				return nil, err

@@ -338,8 +338,9 @@ type batchStatement struct {
 	ctx     context.Context  // nil: a context of its own
 	sql     string
 	args    []any
-	notify  bool  // a NOTIFY follows the statement in its transaction
-	commits int64 // commits recorded when it was sent (see carry)
+	notify  bool   // a NOTIFY follows the statement in its transaction
+	payload string // the NOTIFY's
+	commits int64  // commits recorded when it was sent (see carry)
 }
 
 // prepare builds the statement of batch's appends, with a NOTIFY in its
@@ -378,7 +379,11 @@ func (s *Store) prepare(batch []*pendingAppend) *batchStatement {
 			a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8] = p.stream, p.exact, chk[i], p.id, p.data, p.meta, p.typ, p.sv, p.rec
 		}
 	}
-	b.notify, b.commits = s.carry()
+	types := make([]string, len(live))
+	for i, p := range live {
+		types[i] = p.typ
+	}
+	b.notify, b.payload, b.commits = s.carry(types)
 	return b
 }
 
@@ -398,7 +403,7 @@ func (b *batchStatement) run(s *Store) (map[string]eventstore.AppendResult, erro
 	// One round trip, one implicit transaction: the statement and the NOTIFY.
 	q := &pgx.Batch{}
 	q.Queue(b.sql, b.args...)
-	q.Queue(notifySQL)
+	q.Queue(notifySQL, b.payload)
 	br := s.db.SendBatch(ctx, q)
 	rows, err := br.Query()
 	written, err := scanBatch(rows, err, len(b.live))
@@ -447,7 +452,11 @@ func (s *Store) settle(b *batchStatement, written map[string]eventstore.AppendRe
 	case b.notify:
 		s.announced(b.commits)
 	case len(written) > 0:
-		s.unannounced()
+		types := make([]string, 0, len(b.live))
+		for _, p := range b.live {
+			types = append(types, p.typ)
+		}
+		s.unannounced(types)
 	}
 }
 
@@ -471,7 +480,7 @@ func (s *Store) answer(b *batchStatement, written map[string]eventstore.AppendRe
 			res, err := s.AppendIn(p.ctx, s.db, p.stream, eventstore.Exact(p.exact), []eventstore.EventData{p.ev})
 			if err == nil {
 				s.heads.saw(p.stream, res.Version)
-				s.unannounced()
+				s.unannounced([]string{p.typ})
 			}
 			p.done <- appendOutcome{res, err}
 		}

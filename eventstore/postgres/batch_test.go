@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -475,13 +476,13 @@ func TestAppendsAreAnnounced(t *testing.T) {
 func TestCarry(t *testing.T) {
 	s := New(pgtest.Pool(t), nil)
 	defer s.Close()
-	if ok, _ := s.carry(); !ok {
-		t.Fatal("the first statement carries no NOTIFY")
+	if ok, payload, _ := s.carry([]string{"agent.created"}); !ok || payload != "agent.created" {
+		t.Fatalf("the first statement carries no NOTIFY naming its events' type: %v %q", ok, payload)
 	}
-	if ok, _ := s.carry(); ok {
+	if ok, _, _ := s.carry([]string{"agent.created"}); ok {
 		t.Fatal("two NOTIFYs within notifyInterval")
 	}
-	s.unannounced()
+	s.unannounced([]string{"agent.created"})
 	if !s.pending.Load() || !s.armed.Load() {
 		t.Fatal("a commit without a NOTIFY is not watched")
 	}
@@ -493,27 +494,38 @@ func TestCarry(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(notifyInterval)
-	if ok, _ := s.carry(); !ok {
-		t.Fatal("no NOTIFY carried once notifyInterval has passed")
+	if ok, payload, _ := s.carry([]string{"class.created"}); !ok || payload != "class.created" {
+		t.Fatalf("no NOTIFY carried once notifyInterval has passed, or one naming announced types: %v %q", ok, payload)
 	}
 
 	// A commit recorded while a carrier is on its way stays pending after
-	// the carrier commits; one recorded before does not. (A closed store's
+	// the carrier commits; one recorded before does not. The carrier names
+	// the types of the commits before it with its own. (A closed store's
 	// notifier does not clear them meanwhile.)
 	c := New(pgtest.Pool(t), nil)
 	c.Close()
-	c.unannounced()
-	_, commits := c.carry()
-	c.unannounced()
+	c.unannounced([]string{"user.signed_up"})
+	_, payload, commits := c.carry([]string{"agent.created", "agent.created"})
+	if payload != "agent.created,user.signed_up" {
+		t.Errorf("carrier's payload %q, want its own and the pending commit's types", payload)
+	}
+	c.unannounced(nil)
 	c.announced(commits)
 	if !c.pending.Load() {
 		t.Error("a commit recorded after the carrier was sent is taken as announced")
 	}
 	time.Sleep(notifyInterval)
-	_, commits = c.carry()
+	_, payload, commits = c.carry([]string{"agent.created"})
+	if payload != "" {
+		t.Errorf("a commit of unknown types is announced as %q, want the empty payload (any type)", payload)
+	}
 	c.announced(commits)
 	if c.pending.Load() {
 		t.Error("a carrier sent after the last commit leaves it pending")
+	}
+	time.Sleep(notifyInterval)
+	if _, payload, _ = c.carry([]string{"agent.created"}); payload != "agent.created" {
+		t.Errorf("announced types are announced again: %q", payload)
 	}
 }
 
@@ -528,8 +540,8 @@ func TestTrailingCommitAnnounced(t *testing.T) {
 	notified := func() bool {
 		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		_, err := listener.WaitForNotification(wait)
-		return err == nil
+		n, err := listener.WaitForNotification(wait)
+		return err == nil && slices.Equal(EventTypes(n.Payload), []string{storetest.Event("trailing", 0).Type})
 	}
 	s := New(pool, nil)
 	defer s.Close()

@@ -39,11 +39,12 @@ type Store struct {
 	pending    atomic.Bool   // a commit may not be followed by a NOTIFY yet
 	armed      atomic.Bool   // the notifier watches pending
 	commits    atomic.Int64  // commits recorded by unannounced
+	types      eventTypes    // the event types of commits not yet announced
 	wake       chan struct{} // wakes the notifier
 	wakeOnce   sync.Once
 	stop       chan struct{}
 	stopOnce   sync.Once
-	onAppend   func()
+	onAppend   func(types []string)
 
 	// The group commit of single-event appends (batch.go).
 	batchMu  sync.Mutex
@@ -55,9 +56,10 @@ type Store struct {
 	heads    heads
 }
 
-// OnAppend sets a function called after every committed Append: a process
-// wakes its own subscribers without waiting for the NOTIFY.
-func (s *Store) OnAppend(f func()) { s.onAppend = f }
+// OnAppend sets a function called after every committed Append with the
+// appended events' types: a process wakes its own subscribers without
+// waiting for the NOTIFY.
+func (s *Store) OnAppend(f func(types []string)) { s.onAppend = f }
 
 var _ eventstore.Store = (*Store)(nil)
 
@@ -74,13 +76,14 @@ func New(db *pgxpool.Pool, now func() time.Time) *Store {
 // Close stops the store's notifier.
 func (s *Store) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
 
-// announce follows a commit that carried no NOTIFY: it wakes this process's
-// subscribers and has the commit announced to the others.
-func (s *Store) announce() {
+// announce follows a commit of events of the given types (nil: not known)
+// that carried no NOTIFY: it wakes this process's subscribers and has the
+// commit announced to the others.
+func (s *Store) announce(types []string) {
 	if s.onAppend != nil {
-		s.onAppend()
+		s.onAppend(types)
 	}
-	s.unannounced()
+	s.unannounced(types)
 }
 
 // Appends are announced to other processes with a NOTIFY on EventsChannel,
@@ -103,27 +106,30 @@ const (
 	notifySlack    = 2 * time.Millisecond
 )
 
-const notifySQL = `SELECT pg_notify('` + EventsChannel + `', '')`
+// notifySQL announces appends; its payload names their event types,
+// comma-separated, or is empty when they are not known (see EventTypes).
+const notifySQL = `SELECT pg_notify('` + EventsChannel + `', $1)`
 
 // clock is the time since the store was made, on the monotonic clock.
 func (s *Store) clock() int64 { return int64(time.Since(s.epoch)) }
 
-// carry reports whether the statement about to be sent should carry a
-// NOTIFY, and if so counts the NOTIFY as sent now. It returns the commits
-// recorded so far: they precede the carrier's commit, and announced clears
-// them once it has committed.
-func (s *Store) carry() (bool, int64) {
+// carry reports whether the statement about to be sent, appending events
+// of the given types, should carry a NOTIFY, and if so counts the NOTIFY as
+// sent now and returns its payload. It returns the commits recorded so far:
+// they precede the carrier's commit, and announced clears them once it has
+// committed.
+func (s *Store) carry(types []string) (bool, string, int64) {
 	now := s.clock()
 	if now-s.lastNotify.Load() < int64(notifyInterval) {
-		return false, 0
+		return false, "", 0
 	}
 	s.notifyMu.Lock()
 	defer s.notifyMu.Unlock()
 	if now-s.lastNotify.Load() < int64(notifyInterval) {
-		return false, 0
+		return false, "", 0
 	}
 	s.lastNotify.Store(now)
-	return true, s.commits.Load()
+	return true, s.types.payload(types), s.commits.Load()
 }
 
 // announced follows the commit of a carrier sent when commits recorded were
@@ -133,20 +139,24 @@ func (s *Store) announced(commits int64) {
 	s.notifyMu.Lock()
 	if s.commits.Load() == commits {
 		s.pending.Store(false)
+		s.types.reset()
 	}
 	s.notifyMu.Unlock()
 }
 
-// unannounced records a commit that no NOTIFY sent so far is known to
-// follow, and makes sure the notifier watches. When commits are pending and
-// watched already, the NOTIFY that clears them (the notifier's, or a
-// carrier's sent after this call) follows this commit too.
-func (s *Store) unannounced() {
+// unannounced records a commit of events of the given types (nil: not
+// known) that no NOTIFY sent so far is known to follow, and makes sure the
+// notifier watches. When commits are pending and watched already, the NOTIFY
+// that clears them (the notifier's, or a carrier's sent after this call)
+// follows this commit too.
+func (s *Store) unannounced(types []string) {
+	s.notifyMu.Lock()
 	s.commits.Add(1)
+	s.types.add(types)
 	if s.pending.Load() && s.armed.Load() {
+		s.notifyMu.Unlock()
 		return
 	}
-	s.notifyMu.Lock()
 	s.pending.Store(true)
 	arm := !s.armed.Load()
 	s.armed.Store(true)
@@ -180,9 +190,12 @@ func (s *Store) notifier() {
 			}
 			now := s.clock()
 			wait := time.Duration(s.lastNotify.Load() + int64(notifyInterval+notifySlack) - now)
+			var payload string
 			if wait <= 0 {
 				s.lastNotify.Store(now)
 				s.pending.Store(false)
+				payload = s.types.payload(nil)
+				s.types.reset()
 			}
 			s.notifyMu.Unlock()
 			if wait > 0 {
@@ -196,7 +209,7 @@ func (s *Store) notifier() {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, _ = s.db.Exec(ctx, notifySQL)
+			_, _ = s.db.Exec(ctx, notifySQL, payload)
 			cancel()
 		}
 	}
@@ -249,7 +262,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		// Announced by the group commit.
 		res, err := s.appendGrouped(ctx, stream, v, evs[0])
 		if err == nil && s.onAppend != nil {
-			s.onAppend()
+			s.onAppend([]string{evs[0].Type})
 		}
 		return res, err
 	}
@@ -259,7 +272,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		res, err := s.AppendIn(ctx, s.db, stream, expected, evs)
 		if err == nil {
 			s.heads.saw(stream, res.Version)
-			s.announce()
+			s.announce(typesOf(evs))
 		}
 		if err == nil || !expected.IsAny() || !errors.Is(err, eventstore.ErrWrongExpectedVersion) || attempt == 10 {
 			return res, err
@@ -371,8 +384,9 @@ func (s *Store) encode(evs []eventstore.EventData) (ids, data, metas, types []st
 
 // idempotent answers an append that wrote nothing: success when every event
 // id is already in the stream (a retry), else a wrong expected version.
-// Announce wakes listeners after a caller committed an AppendIn.
-func (s *Store) Announce() { s.announce() }
+// Announce wakes listeners after a caller committed an AppendIn, of events
+// whose types it need not know.
+func (s *Store) Announce() { s.announce(nil) }
 
 func (s *Store) idempotent(ctx context.Context, stream string, expected eventstore.ExpectedVersion, ids []string) (eventstore.AppendResult, error) {
 	rows, err := s.db.Query(ctx, `SELECT version, transaction_id::text, "offset" FROM events WHERE stream_id = $1 AND uuid = ANY($2::uuid[])`, stream, ids)

@@ -1,0 +1,130 @@
+package projections
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/events"
+	"lectern/pgtest"
+)
+
+func insertEvents(t *testing.T, pool *pgxpool.Pool, eventType string, n int) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `
+		INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, recorded_at)
+		SELECT gen_random_uuid(), '{}', '{}', 'x-' || gen_random_uuid(), 1, $1, now() FROM generate_series(1, $2)`, eventType, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func offsetOf(t *testing.T, pool *pgxpool.Pool, group string) string {
+	t.Helper()
+	var pos string
+	if err := pool.QueryRow(context.Background(), `SELECT last_processed_transaction_id::text || '-' || offset_acked FROM projection_offsets WHERE consumer_group = $1`, group).Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	return pos
+}
+
+func lastEvent(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var pos string
+	if err := pool.QueryRow(context.Background(), `SELECT transaction_id::text || '-' || "offset" FROM events ORDER BY transaction_id DESC, "offset" DESC LIMIT 1`).Scan(&pos); err != nil {
+		t.Fatal(err)
+	}
+	return pos
+}
+
+// The probe runs once per projection per committed append: it must tell a
+// poll worth making from one that is not, skip what the projection does not
+// handle without a poll, and stay an index probe however long the log.
+func TestProbe(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Fresh(t)
+	r := NewRunner(pool, NewListener(pool, slog.New(slog.NewTextHandler(io.Discard, nil))), events.NewRegistry(), nil)
+	probe := r.prober("accounts", map[string]bool{"agent.created": true})
+
+	if got := probe(); got != idle {
+		t.Fatalf("empty log: %v, want idle", got)
+	}
+	insertEvents(t, pool, "agent.created", 20000)
+	if got := probe(); got != due {
+		t.Fatalf("with no offsets row every event is pending: %v, want due", got)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO projection_offsets (consumer_group, offset_acked, last_processed_transaction_id)
+		SELECT 'accounts', "offset", transaction_id FROM events ORDER BY transaction_id DESC, "offset" DESC LIMIT 1`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE events`); err != nil {
+		t.Fatal(err)
+	}
+	if got := probe(); got != idle {
+		t.Fatalf("caught up: %v, want idle", got)
+	}
+	var plan []string
+	rows, err := pool.Query(ctx, "EXPLAIN "+probeSQL, "accounts", []string{"agent.created"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	if strings.Contains(strings.Join(plan, "\n"), "Seq Scan on events") {
+		t.Fatalf("the probe scans the log:\n%s", strings.Join(plan, "\n"))
+	}
+
+	// Events the projection does not handle, more than one window of them:
+	// skipped without a poll, the offset moved past the last.
+	insertEvents(t, pool, "class.created", lookaheadWindow+5)
+	if got := probe(); got != idle {
+		t.Fatalf("only unhandled events: %v, want idle", got)
+	}
+	if got, want := offsetOf(t, pool, "accounts"), lastEvent(t, pool); got != want {
+		t.Fatalf("offset after skipping: %s, want %s", got, want)
+	}
+
+	insertEvents(t, pool, "class.created", 3)
+	insertEvents(t, pool, "agent.created", 1)
+	before := offsetOf(t, pool, "accounts")
+	if got := probe(); got != due {
+		t.Fatalf("a handled event among unhandled ones: %v, want due", got)
+	}
+	if got := offsetOf(t, pool, "accounts"); got != before {
+		t.Fatalf("a probe that finds a handled event leaves the offset to the poll: %s, want %s", got, before)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE projection_offsets SET (last_processed_transaction_id, offset_acked) =
+		(SELECT transaction_id, "offset" FROM events ORDER BY transaction_id DESC, "offset" DESC LIMIT 1)`); err != nil {
+		t.Fatal(err)
+	}
+
+	// A transaction that began earlier and is still open holds later commits
+	// behind the horizon: nothing may be read, but the probe knows to look again.
+	older, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Rollback(ctx)
+	if _, err := older.Exec(ctx, `SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	insertEvents(t, pool, "agent.created", 1)
+	if got := probe(); got != behindHorizon {
+		t.Fatalf("an event behind an open transaction: %v, want behindHorizon", got)
+	}
+	if err := older.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := probe(); got != due {
+		t.Fatalf("the horizon passed the event: %v, want due", got)
+	}
+}
