@@ -75,8 +75,9 @@ func TestAgentsProjectionAppliesAndAnnounces(t *testing.T) {
 	}
 }
 
-// A handler that fails after writing must leave nothing behind: the retry
-// writes once, so each event is applied exactly once.
+// A handler that fails after writing must leave nothing behind, one that
+// fails before writing has nothing to undo: the retry writes once, so each
+// event is applied exactly once.
 func TestFailedAttemptIsRolledBack(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	if _, err := pool.Exec(context.Background(), `CREATE TABLE applied (event_id TEXT NOT NULL, agent_id BIGINT NOT NULL)`); err != nil {
@@ -86,13 +87,17 @@ func TestFailedAttemptIsRolledBack(t *testing.T) {
 	attempts := map[int64]int{}
 	flaky := projections.Projection{Name: "flaky", Handlers: []projections.GroupHandler{
 		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			mu.Lock()
+			attempts[e.AgentID]++
+			attempt := attempts[e.AgentID]
+			mu.Unlock()
+			if e.AgentID%2 == 0 && attempt == 1 {
+				return errors.New("transient failure before writing")
+			}
 			if _, err := tx.Exec(ctx, `INSERT INTO applied VALUES ($1, $2)`, m.EventID, e.AgentID); err != nil {
 				return err
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			attempts[e.AgentID]++
-			if attempts[e.AgentID] < 3 {
+			if attempt < 3 {
 				return errors.New("transient failure after writing")
 			}
 			return nil

@@ -33,6 +33,9 @@ type Projection struct {
 }
 
 func txFrom(ctx context.Context) (pgx.Tx, error) {
+	if sp, ok := ctx.Value(savepointKey{}).(*savepointTx); ok {
+		return sp, nil
+	}
 	wtx, ok := wsql.TxFromContext(ctx)
 	if !ok {
 		return nil, errors.New("projection: no transaction in context")
@@ -284,9 +287,9 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 // nothing behind, and retries it; an event that keeps failing stops its
 // projection loudly instead of being skipped.
 //
-// A successful event's savepoint is not released on its own: the next event
-// of the same batch releases it and sets its own in one round trip, and the
-// commit releases the last.
+// The savepoint goes with the handler's first statement (savepointTx), and
+// a successful event's savepoint is not released on its own: the next
+// event's releases it, and the commit releases the last.
 func (r *Runner) attempts(name string, handled map[string]bool, stop func() error) message.HandlerMiddleware {
 	var mu sync.Mutex
 	var open pgx.Tx // the batch transaction holding an unreleased savepoint
@@ -302,28 +305,30 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			set := "SAVEPOINT projection_event"
+			sp := &savepointTx{Tx: tx, pending: []string{"SAVEPOINT projection_event"}}
 			if open == tx {
-				set = "RELEASE SAVEPOINT projection_event; SAVEPOINT projection_event"
+				sp.pending = []string{"RELEASE SAVEPOINT projection_event", "SAVEPOINT projection_event"}
 			}
-			open = nil
-			if _, err := tx.Exec(ctx, set); err != nil {
-				return nil, err
-			}
-			open = tx
+			spCtx := context.WithValue(ctx, savepointKey{}, sp)
 			for attempt := 1; ; attempt++ {
-				attemptCtx, cancel := context.WithTimeout(ctx, r.AttemptTimeout)
+				attemptCtx, cancel := context.WithTimeout(spCtx, r.AttemptTimeout)
 				msg.SetContext(attemptCtx)
 				out, herr := h(msg)
 				cancel()
 				msg.SetContext(ctx)
+				if sp.established() {
+					open = tx
+				}
 				if herr == nil {
 					return out, nil
 				}
-				// The savepoint survives ROLLBACK TO, ready for the next attempt.
-				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT projection_event"); err != nil {
-					open = nil
-					return nil, errors.Join(herr, err)
+				// An attempt that wrote nothing has nothing to undo; the
+				// savepoint survives ROLLBACK TO, ready for the next attempt.
+				if sp.established() {
+					if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT projection_event"); err != nil {
+						open = nil
+						return nil, errors.Join(herr, err)
+					}
 				}
 				if ctx.Err() != nil {
 					return nil, herr
