@@ -161,6 +161,35 @@ func TestAccessExpired(t *testing.T) {
 	}
 }
 
+// A token checked once is remembered, but never past its expiry, and a
+// caller changing the roles it got does not change what the token says.
+func TestCheckedTokenStillExpires(t *testing.T) {
+	tokens, clock := newTestTokens(t)
+	tok, _, err := tokens.IssueAccess(42, []string{"partner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := tokens.ParseAccess(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Roles[0] = "admin"
+	clock.Advance(14 * time.Minute)
+	again, err := tokens.ParseAccess(tok)
+	if err != nil || again.UserID != 42 || len(again.Roles) != 1 || again.Roles[0] != "partner" {
+		t.Fatalf("ParseAccess again = %+v, %v; want user 42 with role partner", again, err)
+	}
+	sig := tok[strings.LastIndexByte(tok, '.')+1:]
+	forged := tok[:len(tok)-len(sig)] + strings.Repeat("A", len(sig))
+	if _, err := tokens.ParseAccess(forged); !errors.Is(err, ErrInvalidToken) {
+		t.Errorf("a checked token with another signature is accepted: %v", err)
+	}
+	clock.Advance(time.Minute)
+	if _, err := tokens.ParseAccess(tok); !errors.Is(err, ErrInvalidToken) || !errors.Is(err, jwt.ErrTokenExpired) {
+		t.Errorf("ParseAccess(expired, checked before) error = %v, want ErrInvalidToken and jwt.ErrTokenExpired", err)
+	}
+}
+
 func TestEmailVerifiedRoundTrip(t *testing.T) {
 	tokens, clock := newTestTokens(t)
 	tok, err := tokens.IssueEmailVerified("ada@example.com", 30*time.Minute)
