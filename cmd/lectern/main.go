@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -117,8 +118,13 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	if cfg.MaxConns < 20 {
-		cfg.MaxConns = 20
+	// Unless DATABASE_URL sets pool_max_conns: two connections per core. More
+	// requests than that wait for a connection rather than add PostgreSQL
+	// processes competing for the same cores: measured with 32 clients on 2
+	// cores, 20 connections gave the session list a p99 of 18-19 ms, 4 gave
+	// 13-14 ms, and POST /agents ran no slower.
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = int32(max(4, 2*runtime.NumCPU()))
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
