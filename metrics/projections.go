@@ -20,44 +20,43 @@ type Querier interface {
 // Lag is how far a projection is behind the head of the log.
 type Lag struct {
 	// Events is the number of visible events past the projection's committed
-	// position.
+	// position, up to maxLagScan.
 	Events int64
 	// Seconds is the age of the oldest of them (0: caught up).
 	Seconds float64
 }
 
 // lagSQL is read-only: for each consumer group named in $1, the visible events
-// past its row in projection_offsets (all of them when it has no row yet) and
-// the age of the oldest. Position order is (transaction_id, "offset"), as the
-// PostgreSQL store's log; only events of transactions below the snapshot's
-// xmin are visible to the projections (eventstore/postgres, Runner.pending),
-// so an in-flight append is not lag yet. Both scans walk the primary key from
-// the projection's position.
+// past its row in projection_offsets (from the start of the log when it has
+// no row yet), counted up to $2, and the age of the oldest. Position order is
+// (transaction_id, "offset"), as the PostgreSQL store's log; only events of
+// transactions below the snapshot's xmin are visible to the projections
+// (eventstore/postgres, projections' probe), so an in-flight append is not
+// lag yet. The positions are scalar subqueries, so both scans are index
+// ranges of the log's primary key from the projection's position: joined
+// to the offsets row, each scrape read the whole log.
 const lagSQL = `
 SELECT g.name,
-       coalesce(l.events, 0),
-       coalesce(extract(epoch FROM now() - l.oldest)::float8, 0)
+       (SELECT count(*) FROM (
+            SELECT FROM events e
+            WHERE (e.transaction_id, e."offset") > (p.t, p.f)
+              AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+            ORDER BY e.transaction_id, e."offset" LIMIT $2) AS past),
+       coalesce((SELECT extract(epoch FROM now() - e.recorded_at)::float8 FROM events e
+                 WHERE (e.transaction_id, e."offset") > (p.t, p.f)
+                   AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
+                 ORDER BY e.transaction_id, e."offset" LIMIT 1), 0)
 FROM unnest($1::text[]) AS g(name)
-LEFT JOIN projection_offsets o ON o.consumer_group = g.name
 CROSS JOIN LATERAL (
-    SELECT count(*) AS events,
-           (SELECT e2.recorded_at FROM events e2
-             WHERE (o.consumer_group IS NULL
-                    OR (e2.transaction_id, e2."offset") > (o.last_processed_transaction_id, coalesce(o.offset_acked, 0)))
-               AND e2.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-             ORDER BY e2.transaction_id, e2."offset"
-             LIMIT 1) AS oldest
-    FROM events e
-    WHERE (o.consumer_group IS NULL
-           OR (e.transaction_id, e."offset") > (o.last_processed_transaction_id, coalesce(o.offset_acked, 0)))
-      AND e.transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-) l`
+    SELECT coalesce((SELECT last_processed_transaction_id FROM projection_offsets WHERE consumer_group = g.name), '0') AS t,
+           coalesce((SELECT offset_acked FROM projection_offsets WHERE consumer_group = g.name), 0) AS f) AS p`
 
 // ProjectionLags reads how far each named projection (consumer group) is
 // behind the head of the PostgreSQL event log, from projection_offsets and
-// events. A projection with no offsets row yet lags by the whole log.
+// events. A projection with no offsets row yet lags by the whole log. A lag
+// past maxLagScan events reads as maxLagScan.
 func ProjectionLags(ctx context.Context, db Querier, names []string) (map[string]Lag, error) {
-	rows, err := db.Query(ctx, lagSQL, names)
+	rows, err := db.Query(ctx, lagSQL, names, maxLagScan)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: projection lag: %w", err)
 	}
@@ -118,8 +117,8 @@ type lagReader interface {
 	projectionLags(ctx context.Context, names []string) (map[string]Lag, error)
 }
 
-// maxLagScan bounds the events one scrape reads to count a projection's lag
-// behind EventStoreDB: a lag past it reads as maxLagScan.
+// maxLagScan bounds the events one scrape reads to count a projection's lag:
+// a lag past it reads as maxLagScan.
 const maxLagScan = 10000
 
 // ESDBLag is the db of Projections when the log is EventStoreDB's: the lag
