@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,4 +122,25 @@ func drop(ctx context.Context, baseURL, name string) error {
 	defer admin.Close(ctx)
 	_, err = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	return err
+}
+
+// Querier is what Explain needs: a pool, a connection or a transaction.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Explain returns the plan PostgreSQL chooses for sql with args (or for an
+// EXECUTE of a prepared statement), one line per plan node, for tests that
+// hold a query to reading an index rather than a whole table.
+func Explain(tb testing.TB, db Querier, sql string, args ...any) string {
+	tb.Helper()
+	rows, err := db.Query(context.Background(), "EXPLAIN "+sql, args...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }

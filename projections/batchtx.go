@@ -15,7 +15,7 @@ import (
 // therefore empty (see Handler); Query and QueryRow flush what is queued
 // first and run at once, so a handler still reads its own writes.
 type pipelineTx struct {
-	pgx.Tx
+	sendFirst
 	batch   pgx.Batch
 	owners  []string // the event each queued statement belongs to
 	current string   // the event whose handler is running
@@ -23,7 +23,9 @@ type pipelineTx struct {
 }
 
 func newPipelineTx(tx pgx.Tx, limit int) *pipelineTx {
-	return &pipelineTx{Tx: tx, limit: limit}
+	t := &pipelineTx{limit: limit}
+	t.sendFirst = sendFirst{Tx: tx, send: t.flush}
+	return t
 }
 
 // errDeferred answers a handler that reads a deferred statement's result.
@@ -57,34 +59,6 @@ func (t *pipelineTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResul
 		}
 	}
 	return deferredBatch{nil}
-}
-
-func (t *pipelineTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := t.flush(ctx); err != nil {
-		return nil, err
-	}
-	return t.Tx.Query(ctx, sql, args...)
-}
-
-func (t *pipelineTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := t.flush(ctx); err != nil {
-		return errRow{err}
-	}
-	return t.Tx.QueryRow(ctx, sql, args...)
-}
-
-func (t *pipelineTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	if err := t.flush(ctx); err != nil {
-		return 0, err
-	}
-	return t.Tx.CopyFrom(ctx, table, columns, src)
-}
-
-func (t *pipelineTx) Begin(ctx context.Context) (pgx.Tx, error) {
-	if err := t.flush(ctx); err != nil {
-		return nil, err
-	}
-	return t.Tx.Begin(ctx)
 }
 
 func (t *pipelineTx) Commit(ctx context.Context) error {
@@ -129,7 +103,3 @@ func (b deferredBatch) orDeferred() error {
 	}
 	return errDeferred
 }
-
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }

@@ -305,7 +305,7 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			sp := &savepointTx{Tx: tx, pending: []string{"SAVEPOINT projection_event"}}
+			sp := newSavepointTx(tx, "SAVEPOINT projection_event")
 			if open == tx {
 				sp.pending = []string{"RELEASE SAVEPOINT projection_event", "SAVEPOINT projection_event"}
 			}

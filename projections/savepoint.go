@@ -12,8 +12,14 @@ import (
 // same round trip as the handler's first Exec instead of one of its own.
 // Other calls send it first.
 type savepointTx struct {
-	pgx.Tx
+	sendFirst
 	pending []string // statements owed before the handler's first
+}
+
+func newSavepointTx(tx pgx.Tx, pending ...string) *savepointTx {
+	t := &savepointTx{pending: pending}
+	t.sendFirst = sendFirst{Tx: tx, send: t.establish}
+	return t
 }
 
 type savepointKey struct{}
@@ -61,37 +67,9 @@ func (t *savepointTx) establish(ctx context.Context) error {
 	return nil
 }
 
-func (t *savepointTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := t.establish(ctx); err != nil {
-		return nil, err
-	}
-	return t.Tx.Query(ctx, sql, args...)
-}
-
-func (t *savepointTx) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := t.establish(ctx); err != nil {
-		return errRow{err}
-	}
-	return t.Tx.QueryRow(ctx, sql, args...)
-}
-
 func (t *savepointTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if err := t.establish(ctx); err != nil {
 		return deferredBatch{err}
 	}
 	return t.Tx.SendBatch(ctx, b)
-}
-
-func (t *savepointTx) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	if err := t.establish(ctx); err != nil {
-		return 0, err
-	}
-	return t.Tx.CopyFrom(ctx, table, columns, src)
-}
-
-func (t *savepointTx) Begin(ctx context.Context) (pgx.Tx, error) {
-	if err := t.establish(ctx); err != nil {
-		return nil, err
-	}
-	return t.Tx.Begin(ctx)
 }

@@ -36,8 +36,10 @@ const (
 	idle lookahead = iota
 	// behindHorizon: committed events past the offset wait for an older
 	// transaction to end before they may be read (DESIGN.md "The event
-	// path"); re-probed at doubling intervals, 1 to 32 ms, since the
-	// transaction holding them back need not be an append that notifies.
+	// path"); re-probed at doubling intervals, 1 to 32 ms, then every 32 ms
+	// until they can be read, since the transaction holding them back need
+	// not be an append that notifies (nor in this database: the horizon is
+	// the cluster's).
 	behindHorizon
 	// due: an event the projection handles can be read: poll.
 	due
@@ -58,12 +60,12 @@ func (b *wakeBackoff) HandleError(_ watermill.LoggerAdapter, _ bool, err error) 
 		case due:
 			return 0
 		case behindHorizon:
-			quick = min(max(2*quick, time.Millisecond), 2*lastQuickProbe)
+			quick = min(max(2*quick, time.Millisecond), lastQuickProbe)
 		case idle:
 			quick = 0
 		}
 		wait := b.fallback
-		if quick > 0 && quick <= lastQuickProbe {
+		if quick > 0 {
 			wait = quick
 		}
 		t := time.NewTimer(wait)
