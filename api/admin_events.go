@@ -33,7 +33,7 @@ var (
 func (s *Server) adminEventOperations() []operation {
 	return []operation{
 		{method: http.MethodGet, path: "/admin/events", id: "list_events", tag: "administration", auth: true,
-			summary: "Read the event log in log order, filtered (admin)", query: eventListQuery, status: 200, response: "EventPage",
+			summary: "Read the event log in log order, filtered (admin); a page examines at most 10 000 events, so a sparse filter's page may hold fewer items than `limit`, even none: follow `next` until it is null", query: eventListQuery, status: 200, response: "EventPage",
 			errors: []int{401, 403}, handle: s.listEvents},
 		{method: http.MethodGet, path: "/admin/events/streams/{stream}", id: "list_stream_events", tag: "administration", auth: true,
 			summary:    "Read one stream's events in log order (admin); a stream with no events reads as empty",
@@ -87,7 +87,8 @@ func (s *Server) listStreamEvents(w http.ResponseWriter, r *http.Request, in inp
 
 // eventPage reads one page past the cursor through the event store, whichever
 // it is: next is null at the end of the log (poll again from the last item's
-// position for later events).
+// position for later events). A sparse filter's page may hold fewer items
+// than the limit, even none, with a next to follow (history.MaxScan).
 func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f history.Filter) error {
 	if err := requireAdmin(in.user); err != nil {
 		return err
@@ -105,7 +106,7 @@ func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f h
 		limit = l
 	}
 	q.Limit = int(limit)
-	evs, more, err := history.Page(r.Context(), s.deps.Commands.Store, q)
+	evs, next, more, err := history.Page(r.Context(), s.deps.Commands.Store, q)
 	if err != nil {
 		return err
 	}
@@ -116,8 +117,8 @@ func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f h
 			RecordedAt: ts(e.RecordedAt), EventID: e.EventID})
 	}
 	if more {
-		next := page.Items[len(page.Items)-1].Position
-		page.Next = &next
+		cursor := next.String()
+		page.Next = &cursor
 	}
 	writeJSON(w, http.StatusOK, page)
 	return nil

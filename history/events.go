@@ -57,23 +57,42 @@ func (f Filter) matches(e eventstore.RecordedEvent) bool {
 		(f.Until.IsZero() || e.RecordedAt.Before(f.Until))
 }
 
-// Page reads one page of the history in log order, and whether more events
-// q selects follow it now. A stream's events come from the stream (in its
-// order, which is its order in the log); other filters go through the global
-// log, which on PostgreSQL stops below the pg_snapshot_xmin horizon, so a
-// transaction that commits late never lands behind a cursor handed out.
-func Page(ctx context.Context, s eventstore.Store, q Query) (page []Event, more bool, err error) {
+// MaxScan bounds the events past the cursor one page examines: a sparse
+// filter over a long log then answers a page with fewer events than asked
+// (perhaps none) and a cursor to go on from, instead of reading the whole log
+// in one request.
+const MaxScan = 20 * readChunk
+
+// Page reads one page of the history in log order. When more events may
+// follow, more is true and next is where the following page starts: the
+// page's last event, or the last event it examined when MaxScan ran out
+// first. A stream's events come from the stream (in its order, which is its
+// order in the log); other filters go through the global log, which on
+// PostgreSQL stops below the pg_snapshot_xmin horizon, so a transaction that
+// commits late never lands behind a cursor handed out.
+func Page(ctx context.Context, s eventstore.Store, q Query) (page []Event, next eventstore.Position, more bool, err error) {
 	if q.Limit < 1 || q.Limit > MaxPage {
-		return nil, false, fmt.Errorf("history: page limit %d outside 1..%d", q.Limit, MaxPage)
+		return nil, next, false, fmt.Errorf("history: page limit %d outside 1..%d", q.Limit, MaxPage)
 	}
 	// One event past the page says whether more follow.
 	var found []eventstore.RecordedEvent
+	scanned := 0
+	var last eventstore.Position // the last event examined past the cursor
 	take := func(evs []eventstore.RecordedEvent) (done bool) {
 		for _, e := range evs {
 			if q.HasEnd && e.Position.Compare(q.End) >= 0 {
 				return true
 			}
-			if e.Position.Compare(q.After) <= 0 || !q.matches(e) {
+			if e.Position.Compare(q.After) <= 0 {
+				continue
+			}
+			if scanned == MaxScan {
+				more = true // e, past the cursor, is not examined yet
+				return true
+			}
+			scanned++
+			last = e.Position
+			if !q.matches(e) {
 				continue
 			}
 			if found = append(found, e); len(found) > q.Limit {
@@ -84,12 +103,12 @@ func Page(ctx context.Context, s eventstore.Store, q Query) (page []Event, more 
 	}
 	if q.Stream != "" {
 		if q.Category != "" && eventstore.Category(q.Stream) != q.Category {
-			return []Event{}, false, nil
+			return []Event{}, next, false, nil
 		}
 		for from := int64(1); ; {
 			evs, err := s.ReadStream(ctx, q.Stream, eventstore.Forwards, from, readChunk)
 			if err != nil {
-				return nil, false, fmt.Errorf("history: read stream %s: %w", q.Stream, err)
+				return nil, next, false, fmt.Errorf("history: read stream %s: %w", q.Stream, err)
 			}
 			if take(evs) || len(evs) < readChunk {
 				break
@@ -100,7 +119,7 @@ func Page(ctx context.Context, s eventstore.Store, q Query) (page []Event, more 
 		for after := q.After; ; {
 			evs, err := s.ReadAll(ctx, after, readChunk)
 			if err != nil {
-				return nil, false, fmt.Errorf("history: read the log after %s: %w", after, err)
+				return nil, next, false, fmt.Errorf("history: read the log after %s: %w", after, err)
 			}
 			if take(evs) || len(evs) == 0 {
 				break
@@ -108,18 +127,22 @@ func Page(ctx context.Context, s eventstore.Store, q Query) (page []Event, more 
 			after = evs[len(evs)-1].Position
 		}
 	}
-	if len(found) > q.Limit {
+	switch {
+	case len(found) > q.Limit:
 		found, more = found[:q.Limit], true
+		next = found[len(found)-1].Position
+	case more:
+		next = last
 	}
 	page = make([]Event, 0, len(found))
 	for _, e := range found {
 		out, err := stored(e)
 		if err != nil {
-			return nil, false, err
+			return nil, eventstore.Position{}, false, err
 		}
 		page = append(page, out)
 	}
-	return page, more, nil
+	return page, next, more, nil
 }
 
 // stored is e as the history shows it.

@@ -72,7 +72,7 @@ func Export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (n i
 		q.HasEnd = true
 	}
 	for {
-		page, more, err := Page(ctx, s, q)
+		page, next, more, err := Page(ctx, s, q)
 		if err != nil {
 			return n, fmt.Errorf("export after %s: %w", q.After, err)
 		}
@@ -91,6 +91,6 @@ func Export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (n i
 		if !more {
 			return n, nil
 		}
-		q.After = page[len(page)-1].Position
+		q.After = next
 	}
 }
