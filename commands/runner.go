@@ -26,6 +26,8 @@ type Deps struct {
 	Registry *events.Registry
 	DB       *pgxpool.Pool // id sequences, uniqueness claims, operational tables
 	Now      func() time.Time
+	// IDs hands out the sequences' ids; nil: a query of its own for each.
+	IDs *Sequences
 }
 
 // Validate reports every missing dependency.
@@ -160,6 +162,9 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 
 // nextID allocates an id of a category from its PostgreSQL sequence.
 func nextID(ctx context.Context, d Deps, sequence string) (int64, error) {
+	if d.IDs != nil {
+		return d.IDs.Next(ctx, sequence)
+	}
 	var id int64
 	err := d.DB.QueryRow(ctx, "SELECT nextval($1::regclass)", sequence).Scan(&id)
 	return id, err

@@ -210,7 +210,7 @@ func New(cfg Config) (*Service, error) {
 		store, closeStore = pg, pg.Close
 	}
 	store = metrics.CountingStore(store, m)
-	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now}
+	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now, IDs: commands.NewSequences(cfg.Pool)}
 	cmds, err := commands.New(deps)
 	if err != nil {
 		return nil, err
