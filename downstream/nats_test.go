@@ -111,13 +111,20 @@ func TestNATSJetStream(t *testing.T) {
 	js := jetStream(t)
 	topic := natsTopic(t, js)
 	pool := pgtest.Fresh(t)
-	cfg := service.Config{BrokerURL: "nats://" + natsAddr, BrokerTopic: topic}
+	cfg := service.Config{BrokerURL: "nats://" + natsAddr, BrokerTopic: topic, BrokerRetention: 3 * time.Hour}
 	h := start(t, pool, cfg)
 	h.classroom()
 	want := published(t, pool)
 	caughtUp(t, pool) // the forwarder provisions the stream on its first publish
 	sub := natsSubscriber(t, topic)
 	check(t, want, receive(t, sub, len(want), 15*time.Second))
+	created, err := js.StreamInfo(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created.Config.MaxAge != 3*time.Hour {
+		t.Fatalf("the stream Lectern created keeps messages for %v, want the retention, 3h", created.Config.MaxAge)
+	}
 
 	h.stop()
 	if _, err := pool.Exec(context.Background(), `DELETE FROM projection_offsets WHERE consumer_group = 'downstream'`); err != nil {
