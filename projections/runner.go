@@ -116,7 +116,9 @@ type Runner struct {
 	projections []Projection
 	// MaxAttempts of one event before its projection stops as poisoned.
 	MaxAttempts int
-	// Fallback poll interval when no notification arrives.
+	// Fallback is how often an idle projection probes the log without a
+	// notification: a lost one, an append by a process that does not announce,
+	// events it does not handle (no append of theirs wakes it) to skip.
 	Fallback time.Duration
 	// AttemptTimeout bounds one attempt at applying one event.
 	AttemptTimeout time.Duration
