@@ -335,6 +335,7 @@ func (s *Store) runBatch(batch []*pendingAppend) {
 // A batchStatement is a batch's statement, ready to run.
 type batchStatement struct {
 	live    []*pendingAppend // in stream order
+	types   []string         // their event types
 	ctx     context.Context  // nil: a context of its own
 	sql     string
 	args    []any
@@ -379,11 +380,11 @@ func (s *Store) prepare(batch []*pendingAppend) *batchStatement {
 			a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8] = p.stream, p.exact, chk[i], p.id, p.data, p.meta, p.typ, p.sv, p.rec
 		}
 	}
-	types := make([]string, len(live))
+	b.types = make([]string, len(live))
 	for i, p := range live {
-		types[i] = p.typ
+		b.types[i] = p.typ
 	}
-	b.notify, b.payload, b.commits = s.carry(types)
+	b.notify, b.payload, b.commits = s.carry(b.types)
 	return b
 }
 
@@ -452,11 +453,7 @@ func (s *Store) settle(b *batchStatement, written map[string]eventstore.AppendRe
 	case b.notify:
 		s.announced(b.commits)
 	case len(written) > 0:
-		types := make([]string, 0, len(b.live))
-		for _, p := range b.live {
-			types = append(types, p.typ)
-		}
-		s.unannounced(types)
+		s.unannounced(b.types)
 	}
 }
 
