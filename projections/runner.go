@@ -265,7 +265,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 				AckDeadline:    &noDeadline,
 				ResendInterval: 50 * time.Millisecond,
 				BackoffManager: &wakeBackoff{wake: wake, closing: closing, fallback: r.Fallback, retry: time.Second,
-					logger: r.logger, probe: r.prober(params.EventGroupName, handled)},
+					logger: r.logger, probe: r.prober(params.EventGroupName, types)},
 			}, wlog)
 			if err != nil {
 				return nil, err

@@ -122,11 +122,7 @@ const skipSQL = `
 	SELECT pg_notify('` + postgres.PositionsChannel + `', $6) FROM moved`
 
 // prober returns the probe of one group, which handles the given event types.
-func (r *Runner) prober(group string, handled map[string]bool) func() lookahead {
-	types := make([]string, 0, len(handled))
-	for t := range handled {
-		types = append(types, t)
-	}
+func (r *Runner) prober(group string, types []string) func() lookahead {
 	return func() lookahead {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

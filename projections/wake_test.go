@@ -62,7 +62,7 @@ func TestProbe(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Fresh(t)
 	r := NewRunner(pool, NewListener(pool, slog.New(slog.NewTextHandler(io.Discard, nil))), events.NewRegistry(), nil)
-	probe := r.prober("accounts", map[string]bool{"agent.created": true})
+	probe := r.prober("accounts", []string{"agent.created"})
 
 	if got := settled(t, probe); got != idle {
 		t.Fatalf("empty log: %v, want idle", got)
