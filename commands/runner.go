@@ -26,8 +26,7 @@ type Deps struct {
 	Registry *events.Registry
 	DB       *pgxpool.Pool // id sequences, uniqueness claims, operational tables
 	Now      func() time.Time
-	// IDs hands out the sequences' ids; nil: a query of its own for each.
-	IDs *Sequences
+	IDs      *Sequences // hands out the id sequences' ids (NewSequences(DB))
 }
 
 // Validate reports every missing dependency.
@@ -44,6 +43,9 @@ func (d Deps) Validate() error {
 	}
 	if d.Now == nil {
 		err = errors.Join(err, errors.New("commands: nil clock"))
+	}
+	if d.IDs == nil {
+		err = errors.Join(err, errors.New("commands: nil id sequences"))
 	}
 	return err
 }
@@ -162,12 +164,7 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 
 // nextID allocates an id of a category from its PostgreSQL sequence.
 func nextID(ctx context.Context, d Deps, sequence string) (int64, error) {
-	if d.IDs != nil {
-		return d.IDs.Next(ctx, sequence)
-	}
-	var id int64
-	err := d.DB.QueryRow(ctx, "SELECT nextval($1::regclass)", sequence).Scan(&id)
-	return id, err
+	return d.IDs.Next(ctx, sequence)
 }
 
 // claim reserves key in scope for owner; false when another owner holds it.

@@ -63,7 +63,7 @@ func TestStoredV1EventIsReadAsV2(t *testing.T) {
 	registry := bookRegistry()
 
 	// The fold.
-	d := Deps{Store: store, Registry: registry, DB: pool, Now: time.Now}
+	d := Deps{Store: store, Registry: registry, DB: pool, Now: time.Now, IDs: NewSequences(pool)}
 	title, version, _, err := load(ctx, d, "book-1", func(_ string, e events.Envelope) string {
 		return e.Event.(bookTitled).Title
 	})
