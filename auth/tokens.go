@@ -60,10 +60,12 @@ type checkedTokens struct {
 
 const maxCheckedTokens = 8192
 
+// get and put copy the roles, so no caller shares them with another.
 func (c *checkedTokens) get(token string) (AccessClaims, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	claims, ok := c.claims[token]
+	claims.Roles = slices.Clone(claims.Roles)
 	return claims, ok
 }
 
@@ -73,6 +75,7 @@ func (c *checkedTokens) put(token string, claims AccessClaims) {
 	if c.claims == nil || len(c.claims) >= maxCheckedTokens {
 		c.claims = make(map[string]AccessClaims)
 	}
+	claims.Roles = slices.Clone(claims.Roles)
 	c.claims[token] = claims
 }
 
@@ -158,7 +161,6 @@ func (t *Tokens) IssueAccess(userID int64, roles []string) (token string, expire
 func (t *Tokens) ParseAccess(token string) (AccessClaims, error) {
 	// Valid while now is before exp, as jwt checks it.
 	if claims, ok := t.checked.get(token); ok && t.now().Before(claims.ExpiresAt) {
-		claims.Roles = slices.Clone(claims.Roles)
 		return claims, nil
 	}
 	var c accessJWT
@@ -178,7 +180,7 @@ func (t *Tokens) ParseAccess(token string) (AccessClaims, error) {
 		ExpiresAt: c.ExpiresAt.UTC(),
 		ID:        c.ID,
 	}
-	t.checked.put(token, AccessClaims{UserID: id, Roles: slices.Clone(c.Roles), ExpiresAt: claims.ExpiresAt, ID: c.ID})
+	t.checked.put(token, claims)
 	return claims, nil
 }
 
