@@ -153,6 +153,10 @@ type replayWorker struct {
 	schema   string // the fresh tables' schema
 	old      string // where the live tables go when swapped out
 	handlers map[string]replayable
+	// loading are the projection's loaders by event type, while the
+	// catch-up lasts (nil after it: the handlers take over).
+	loading  map[string]Loader
+	loaders  []Loader
 	conn     *pgx.Conn           // resolves unqualified names to the fresh tables
 	pos      eventstore.Position // the last event applied (or skipped)
 	caughtUp time.Duration
@@ -172,6 +176,22 @@ func (r *Replayer) newWorker(p Projection, live string) (*replayWorker, error) {
 			return nil, fmt.Errorf("projection %s: handler %T cannot be replayed (build it with On)", p.Name, h)
 		}
 		w.handlers[marshaler{}.Name(h.NewEvent())] = rh
+	}
+	if len(p.Loaders) > 0 {
+		w.loading = map[string]Loader{}
+	}
+	for _, newLoader := range p.Loaders {
+		l := newLoader()
+		for _, typ := range l.Types() {
+			if _, ok := w.handlers[typ]; !ok {
+				return nil, fmt.Errorf("projection %s: a loader folds %s, which no handler applies", p.Name, typ)
+			}
+			if _, dup := w.loading[typ]; dup {
+				return nil, fmt.Errorf("projection %s: two loaders fold %s", p.Name, typ)
+			}
+			w.loading[typ] = l
+		}
+		w.loaders = append(w.loaders, l)
 	}
 	return w, nil
 }
@@ -302,18 +322,39 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 	var decodeErr error
 	go func() {
 		defer close(decoded)
+		send := func(pp preparedPage) bool {
+			select {
+			case decoded <- pp:
+				return true
+			case <-stop: // the reader stops when this worker returns
+				return false
+			}
+		}
 		for page := range pages {
 			pp, err := r.decode(w, page)
 			if err != nil {
 				decodeErr = err
 				return
 			}
-			select {
-			case decoded <- pp:
-			case <-stop: // the reader stops when this worker returns
+			if !send(pp) {
 				return
 			}
 		}
+		if ctx.Err() != nil { // the log was not read to its end
+			return
+		}
+		// The loaders' last rows, after which the handlers take over.
+		var last preparedPage
+		for _, l := range w.loaders {
+			rows, err := l.Rows(true)
+			if err != nil {
+				decodeErr = err
+				return
+			}
+			last.copies = append(last.copies, rows...)
+		}
+		w.loading, w.loaders = nil, nil
+		send(last)
 	}()
 	err := r.applyPages(ctx, w, decoded)
 	close(stop)
@@ -394,9 +435,11 @@ func (w *replayWorker) analyze(ctx context.Context) error {
 
 // preparedPage is a page of the log decoded into the sets a replay applies.
 type preparedPage struct {
-	sets []eventSet
-	read int                 // log events in the page
-	last eventstore.Position // the page's last event
+	sets   []eventSet
+	copies []TableRows         // rows the loaders handed over
+	loaded int                 // events the loaders folded
+	read   int                 // log events in the page
+	last   eventstore.Position // the page's last event
 }
 
 // eventSet is events of one type, each of a different stream, applied by
@@ -440,6 +483,13 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 		if err := r.Registry.DecodeInto(rec.Type, rec.SchemaVersion, rec.Data, e); err != nil {
 			return pp, fmt.Errorf("decode %s %s: %w", rec.Type, rec.ID, err)
 		}
+		if l, ok := w.loading[rec.Type]; ok {
+			if err := l.Fold(events.MetaOf(*rec), e); err != nil {
+				return pp, fmt.Errorf("event %s: %w", rec.ID, err)
+			}
+			pp.loaded++
+			continue
+		}
 		kind, ok := kinds[rec.Type]
 		if !ok {
 			kind = len(kinds)
@@ -447,6 +497,13 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 		}
 		items = append(items, item{wave: waves[rec.StreamID], kind: kind, rec: rec, e: e})
 		waves[rec.StreamID]++
+	}
+	for _, l := range w.loaders {
+		rows, err := l.Rows(false)
+		if err != nil {
+			return pp, err
+		}
+		pp.copies = append(pp.copies, rows...)
 	}
 	slices.SortStableFunc(items, func(a, b item) int {
 		return cmp.Or(cmp.Compare(a.wave, b.wave), cmp.Compare(a.kind, b.kind))
@@ -480,6 +537,15 @@ func (r *Replayer) apply(ctx context.Context, tx *pipelineTx, w *replayWorker, p
 		}
 		w.applied += int64(len(set.es))
 	}
+	if len(pp.copies) > 0 {
+		if err := tx.flush(ctx); err != nil {
+			return err
+		}
+		if err := copyRows(ctx, tx.Tx, pp.copies); err != nil {
+			return err
+		}
+	}
+	w.applied += int64(pp.loaded)
 	if pp.read > 0 {
 		w.pos = pp.last
 	}

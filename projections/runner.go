@@ -30,6 +30,9 @@ type Projection struct {
 	// Tables are the read-model tables the handlers write and nothing else
 	// writes: a replay rebuilds them from the log and swaps them in.
 	Tables []string
+	// Loaders, if any, fold some of the handlers' event types for a replay's
+	// catch-up (see Loader); each call returns a new, empty loader.
+	Loaders []func() Loader
 }
 
 func txFrom(ctx context.Context) (pgx.Tx, error) {

@@ -26,7 +26,7 @@ func SessionProjections() []Projection {
 		OnSet(projectSessionsStarted),
 		OnSet(projectTurnsRecorded),
 		OnSet(projectSettingsUpdated),
-	}}}
+	}, Loaders: []func() Loader{newSessionLoader}}}
 }
 
 // Each handler is one statement (data-modifying CTEs) for any number of
@@ -113,27 +113,54 @@ type settingsRows struct {
 }
 
 func (r *settingsRows) add(session int64, s events.SessionSettings) error {
-	gp, err := json.Marshal(s.GenerationParams)
+	style, generation, snapshot, err := settingsJSON(s)
 	if err != nil {
 		return err
 	}
-	agent := []byte(`{}`)
-	if s.AgentSnapshot != nil {
-		if agent, err = json.Marshal(s.AgentSnapshot); err != nil {
-			return err
-		}
-	}
-	style := string(s.StyleParams)
-	if style == "" {
-		style = "{}"
-	}
 	r.ids, r.presets, r.styles = append(r.ids, s.SettingID), append(r.presets, s.StylePreset), append(r.styles, style)
-	r.generations, r.snapshots = append(r.generations, string(gp)), append(r.snapshots, string(agent))
+	r.generations, r.snapshots = append(r.generations, generation), append(r.snapshots, snapshot)
 	for _, l := range s.FewShotLinks {
 		r.linkIDs, r.linkSessions = append(r.linkIDs, l.LinkID), append(r.linkSessions, session)
 		r.examples, r.orders = append(r.examples, l.ExampleID), append(r.orders, int32(l.SortOrder))
 	}
 	return nil
+}
+
+// settingsJSON is the settings' objects as session_settings stores them.
+func settingsJSON(s events.SessionSettings) (style, generation, snapshot string, err error) {
+	gp, err := json.Marshal(s.GenerationParams)
+	if err != nil {
+		return "", "", "", err
+	}
+	agent := []byte(`{}`)
+	if s.AgentSnapshot != nil {
+		if agent, err = json.Marshal(s.AgentSnapshot); err != nil {
+			return "", "", "", err
+		}
+	}
+	style = string(s.StyleParams)
+	if style == "" {
+		style = "{}"
+	}
+	return style, string(gp), string(agent), nil
+}
+
+// resultJSON is a model's token usage and failure (nil when it answered) as
+// session_responses stores them.
+func resultJSON(r events.TurnResult) (usage string, failure *string, err error) {
+	u, err := json.Marshal(r.TokenUsage)
+	if err != nil {
+		return "", nil, err
+	}
+	if r.Error != nil {
+		raw, err := json.Marshal(r.Error)
+		if err != nil {
+			return "", nil, err
+		}
+		s := string(raw)
+		failure = &s
+	}
+	return string(u), failure, nil
 }
 
 // projectTurnsRecorded writes each turn's models (the first turn's) and
@@ -157,23 +184,14 @@ func projectTurnsRecorded(ctx context.Context, tx pgx.Tx, ms []events.Meta, es [
 		}
 		sessions[i], turns[i], prompts[i], params[i] = e.SessionID, int32(e.Turn), e.PromptText, string(p)
 		for pos, r := range e.Results {
-			usage, err := json.Marshal(r.TokenUsage)
+			usage, failure, err := resultJSON(r)
 			if err != nil {
 				return err
-			}
-			var failure *string
-			if r.Error != nil {
-				raw, err := json.Marshal(r.Error)
-				if err != nil {
-					return err
-				}
-				s := string(raw)
-				failure = &s
 			}
 			rSessions = append(rSessions, e.SessionID)
 			models, modelIDs, responses = append(models, r.SessionModelID), append(modelIDs, r.ModelID), append(responses, r.ResponseID)
 			latencies, names, texts = append(latencies, r.LatencyMS), append(names, r.ModelName), append(texts, r.ResponseText)
-			usages, failures, primary = append(usages, string(usage)), append(failures, failure), append(primary, r.IsPrimary)
+			usages, failures, primary = append(usages, usage), append(failures, failure), append(primary, r.IsPrimary)
 			positions = append(positions, int32(pos))
 		}
 	}

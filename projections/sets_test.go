@@ -48,7 +48,8 @@ type practiceStep []struct {
 
 // Set handlers given several streams' events at once leave the tables as the
 // same events applied one at a time do, guards included: events delivered
-// again, or older than the row, change nothing.
+// again, or older than the row, change nothing. So does the sessions' loader
+// (a replay's catch-up), handing rows over as it goes or all at the end.
 func TestSetHandlersMatchOneAtATime(t *testing.T) {
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	meta := func(stream string, version int64) events.Meta {
@@ -145,24 +146,65 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 				}
 			}
 		}
-		out := map[string][]string{}
-		for _, table := range SessionProjections()[0].Tables {
-			rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT to_jsonb(t)::text FROM %s t ORDER BY 1`, pgx.Identifier{table}.Sanitize()))
+		return tableRows(t, pool)
+	}
+	load := func(pool *pgxpool.Pool, batch int) map[string][]string {
+		ctx := context.Background()
+		l := newSessionLoader().(*sessionLoader)
+		l.batch = batch
+		write := func(final bool) {
+			rows, err := l.Rows(final)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if out[table], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return copyRows(ctx, tx, rows) }); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return out
+		for _, s := range steps {
+			for _, x := range s {
+				if err := l.Fold(x.m, pointerTo(x.e)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			write(false)
+		}
+		write(true)
+		return tableRows(t, pool)
 	}
 	one := apply(pgtest.Fresh(t), true)
 	set := apply(pgtest.Fresh(t), false)
 	if diff := cmp.Diff(one, set); diff != "" {
 		t.Fatalf("set-wise differs from one at a time (-one +set):\n%s", diff)
 	}
-	// And what one at a time gives is what the events say.
+	for _, batch := range []int{1, 1000} {
+		if diff := cmp.Diff(one, load(pgtest.Fresh(t), batch)); diff != "" {
+			t.Fatalf("the loader (rows handed over after %d) differs from the handlers (-handlers +loader):\n%s", batch, diff)
+		}
+	}
+	checkSessionRows(t, one)
+}
+
+// tableRows is the session tables' rows, as JSON, sorted.
+func tableRows(t *testing.T, pool *pgxpool.Pool) map[string][]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string][]string{}
+	for _, table := range SessionProjections()[0].Tables {
+		rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT to_jsonb(t)::text FROM %s t ORDER BY 1`, pgx.Identifier{table}.Sanitize()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[table], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// checkSessionRows checks that the rows are what the test's events say.
+func checkSessionRows(t *testing.T, one map[string][]string) {
+	t.Helper()
 	if got := one["practice_session_counts"]; !cmp.Equal(got, []string{`{"total": 1, "user_id": 8}`, `{"total": 2, "user_id": 7}`}) {
 		t.Errorf("session counts: %v", got)
 	}

@@ -141,10 +141,12 @@ func mergeByName(ps []projections.Projection) []projections.Projection {
 		if i, ok := at[p.Name]; ok {
 			out[i].Handlers = append(out[i].Handlers, p.Handlers...)
 			out[i].Tables = append(out[i].Tables, p.Tables...)
+			out[i].Loaders = append(out[i].Loaders, p.Loaders...)
 			continue
 		}
 		at[p.Name] = len(out)
-		out = append(out, projections.Projection{Name: p.Name, Handlers: slices.Clone(p.Handlers), Tables: slices.Clone(p.Tables)})
+		out = append(out, projections.Projection{Name: p.Name, Handlers: slices.Clone(p.Handlers), Tables: slices.Clone(p.Tables),
+			Loaders: slices.Clone(p.Loaders)})
 	}
 	return out
 }

@@ -1,0 +1,213 @@
+package projections
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"lectern/events"
+)
+
+// sessionLoader is the sessions' Loader: the rows projectSessionsStarted,
+// projectTurnsRecorded and projectSettingsUpdated write, folded in memory.
+// A session's row, settings and links change until the log is read; its
+// models and responses are written once, so they are handed over as they
+// gather. Ids are the sequences' (unique across sessions), as the handlers'
+// conflict targets assume.
+type sessionLoader struct {
+	sessions map[int64]*loadedSession
+	started  []*loadedSession // in the order they started: rows go in that order
+	counts   map[int64]int64  // sessions per user
+	userSeen []int64          // users in the order of their first session
+	// Rows no later event changes, not handed over yet.
+	models, responses [][]any
+	// batch is how many such rows Rows waits for while the log is read.
+	batch int
+}
+
+type loadedSession struct {
+	id, user              int64
+	class, project, agent *int64
+	knowledge             []int64
+	title                 *string
+	createdAt, updatedAt  time.Time
+	version               int64
+	settings              loadedSettings
+	links                 []loadedLink
+	models                []int64 // the session model ids written
+}
+
+type loadedSettings struct {
+	id                               int64
+	preset, style, generation, agent string
+	createdAt, updatedAt             time.Time
+}
+
+type loadedLink struct {
+	id, setting, example int64
+	order                int32
+	createdAt            time.Time
+}
+
+// newSessionLoader returns an empty sessions loader.
+func newSessionLoader() Loader {
+	return &sessionLoader{sessions: map[int64]*loadedSession{}, counts: map[int64]int64{}, batch: 20_000}
+}
+
+func (l *sessionLoader) Types() []string {
+	return []string{events.SessionStarted{}.EventType(), events.SessionTurnRecorded{}.EventType(),
+		events.SessionSettingsUpdated{}.EventType()}
+}
+
+func (l *sessionLoader) Fold(m events.Meta, e any) error {
+	switch e := e.(type) {
+	case *events.SessionStarted:
+		return l.start(m, e)
+	case *events.SessionTurnRecorded:
+		return l.turn(m, e)
+	case *events.SessionSettingsUpdated:
+		return l.updateSettings(m, e)
+	}
+	return fmt.Errorf("sessions loader: no fold for %T", e)
+}
+
+// start is projectSessionsStarted: a session already there stays as it is.
+func (l *sessionLoader) start(m events.Meta, e *events.SessionStarted) error {
+	if _, ok := l.sessions[e.SessionID]; ok {
+		return nil
+	}
+	style, generation, agent, err := settingsJSON(e.Settings)
+	if err != nil {
+		return err
+	}
+	knowledge := e.KnowledgeIDs
+	if knowledge == nil {
+		knowledge = []int64{} // NULL otherwise; the handler binds '{}'
+	}
+	s := &loadedSession{id: e.SessionID, user: e.UserID, class: e.ClassID, project: e.ProjectID, agent: e.AgentID,
+		knowledge: knowledge, title: e.Title, createdAt: m.RecordedAt, updatedAt: m.RecordedAt, version: m.Version,
+		settings: loadedSettings{id: e.Settings.SettingID, preset: e.Settings.StylePreset, style: style, generation: generation,
+			agent: agent, createdAt: m.RecordedAt, updatedAt: m.RecordedAt}}
+	for _, fl := range e.Settings.FewShotLinks {
+		if !slices.ContainsFunc(s.links, func(k loadedLink) bool { return k.id == fl.LinkID }) {
+			s.links = append(s.links, loadedLink{id: fl.LinkID, setting: e.Settings.SettingID, example: fl.ExampleID,
+				order: int32(fl.SortOrder), createdAt: m.RecordedAt})
+		}
+	}
+	l.sessions[s.id] = s
+	l.started = append(l.started, s)
+	if l.counts[s.user] == 0 {
+		l.userSeen = append(l.userSeen, s.user)
+	}
+	l.counts[s.user]++
+	return nil
+}
+
+// advance is the handlers' "advanced" CTE: the session an event applies to,
+// moved to the event's version and time, or nil when there is no such
+// session or the event is not newer than it.
+func (l *sessionLoader) advance(m events.Meta, session int64) *loadedSession {
+	s := l.sessions[session]
+	if s == nil || s.version >= m.Version {
+		return nil
+	}
+	s.updatedAt, s.version = m.RecordedAt, m.Version
+	return s
+}
+
+// turn is projectTurnsRecorded.
+func (l *sessionLoader) turn(m events.Meta, e *events.SessionTurnRecorded) error {
+	s := l.advance(m, e.SessionID)
+	if s == nil {
+		return nil
+	}
+	params, err := json.Marshal(e.Params)
+	if err != nil {
+		return err
+	}
+	for pos, r := range e.Results {
+		usage, failure, err := resultJSON(r)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(s.models, r.SessionModelID) {
+			s.models = append(s.models, r.SessionModelID)
+			l.models = append(l.models, []any{r.SessionModelID, s.id, r.ModelID, r.ModelName, m.RecordedAt})
+		}
+		l.responses = append(l.responses, []any{r.ResponseID, s.id, r.SessionModelID, int32(e.Turn), int32(pos),
+			r.ModelName, e.PromptText, r.ResponseText, usage, r.LatencyMS, r.IsPrimary, string(params), failure, m.RecordedAt})
+	}
+	return nil
+}
+
+// updateSettings is projectSettingsUpdated: the settings row keeps its id
+// and creation time; links that stay keep theirs (and their example), with
+// the new sort order; links that left the list go.
+func (l *sessionLoader) updateSettings(m events.Meta, e *events.SessionSettingsUpdated) error {
+	s := l.advance(m, e.SessionID)
+	if s == nil {
+		return nil
+	}
+	style, generation, agent, err := settingsJSON(e.Settings)
+	if err != nil {
+		return err
+	}
+	st := &s.settings
+	st.preset, st.style, st.generation, st.agent, st.updatedAt = e.Settings.StylePreset, style, generation, agent, m.RecordedAt
+	links := make([]loadedLink, 0, len(e.Settings.FewShotLinks))
+	for _, fl := range e.Settings.FewShotLinks {
+		link := loadedLink{id: fl.LinkID, setting: e.Settings.SettingID, example: fl.ExampleID, order: int32(fl.SortOrder),
+			createdAt: m.RecordedAt}
+		if i := slices.IndexFunc(s.links, func(k loadedLink) bool { return k.id == fl.LinkID }); i >= 0 {
+			link = s.links[i]
+			link.order = int32(fl.SortOrder)
+		}
+		links = append(links, link)
+	}
+	s.links = links
+	return nil
+}
+
+var (
+	sessionModelColumns    = []string{"id", "session_id", "model_id", "model_name", "created_at"}
+	sessionResponseColumns = []string{"id", "session_id", "session_model_id", "turn", "position", "model_name", "prompt_text",
+		"response_text", "token_usage", "latency_ms", "is_primary", "generation_params", "error", "created_at"}
+)
+
+func (l *sessionLoader) Rows(final bool) ([]TableRows, error) {
+	if !final && len(l.models)+len(l.responses) < l.batch {
+		return nil, nil
+	}
+	out := []TableRows{
+		{Table: "session_models", Columns: sessionModelColumns, Rows: l.models},
+		{Table: "session_responses", Columns: sessionResponseColumns, Rows: l.responses},
+	}
+	l.models, l.responses = nil, nil
+	if !final {
+		return out, nil
+	}
+	sessions, settings, links := make([][]any, 0, len(l.started)), make([][]any, 0, len(l.started)), [][]any(nil)
+	for _, s := range l.started {
+		sessions = append(sessions, []any{s.id, s.user, s.class, s.project, s.agent, s.knowledge, s.title, s.createdAt, s.updatedAt, s.version})
+		st := s.settings
+		settings = append(settings, []any{st.id, s.id, st.preset, st.style, st.generation, st.agent, st.createdAt, st.updatedAt})
+		for _, k := range s.links {
+			links = append(links, []any{k.id, k.setting, s.id, k.example, k.order, k.createdAt})
+		}
+	}
+	counts := make([][]any, 0, len(l.userSeen))
+	for _, u := range l.userSeen {
+		counts = append(counts, []any{u, l.counts[u]})
+	}
+	l.sessions, l.started, l.counts, l.userSeen = map[int64]*loadedSession{}, nil, map[int64]int64{}, nil
+	return append(out,
+		TableRows{Table: "practice_sessions", Columns: []string{"id", "user_id", "class_id", "project_id", "agent_id", "knowledge_ids",
+			"title", "created_at", "updated_at", "version"}, Rows: sessions},
+		TableRows{Table: "practice_session_counts", Columns: []string{"user_id", "total"}, Rows: counts},
+		TableRows{Table: "session_settings", Columns: []string{"id", "session_id", "style_preset", "style_params", "generation_params",
+			"agent_snapshot", "created_at", "updated_at"}, Rows: settings},
+		TableRows{Table: "session_few_shot_links", Columns: []string{"id", "setting_id", "session_id", "example_id", "sort_order",
+			"created_at"}, Rows: links},
+	), nil
+}
