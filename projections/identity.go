@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -42,7 +43,33 @@ func Users() Projection {
 				e.UserID, e.Role, m.RecordedAt, m.Version)
 			return err
 		}),
-	}}
+	}, Loaders: []func() Loader{newUsersLoader}}
+}
+
+// userRow is a users row as its loader keeps it.
+type userRow struct {
+	id                    int64
+	email, name, password string
+	roles                 []string
+}
+
+// newUsersLoader folds what Users' handlers apply, for a replay (see Loader).
+func newUsersLoader() Loader {
+	l := newRowLoader("users", []string{"id", "email", "name", "password_hash", "roles"},
+		func(u userRow) []any { return []any{u.id, u.email, u.name, u.password, u.roles} })
+	foldInto(l, func(m events.Meta, e *events.UserSignedUp) {
+		roles := e.Roles
+		if roles == nil {
+			roles = []string{} // NULL otherwise; the handler binds '{}'
+		}
+		l.create(m, e.UserID, userRow{id: e.UserID, email: e.Email, name: e.Name, password: e.PasswordHash, roles: roles})
+	})
+	foldInto(l, func(m events.Meta, e *events.UserRoleGranted) {
+		if u := l.change(m, e.UserID); u != nil && !slices.Contains(u.roles, e.Role) {
+			u.roles = append(slices.Clip(u.roles), e.Role)
+		}
+	})
+	return l
 }
 
 // Agents projects agents into the agents table.
@@ -82,7 +109,31 @@ func Agents() Projection {
 				ids, f.names, f.prompts, f.roles, f.templates, f.active, at, versions)
 			return err
 		}),
-	}}
+	}, Loaders: []func() Loader{newAgentsLoader}}
+}
+
+// agentRow is an agents row as its loader keeps it.
+type agentRow struct {
+	id, owner      int64
+	name, prompt   string
+	role, template *string
+	active         bool
+}
+
+// newAgentsLoader folds what Agents' handlers apply, for a replay (see Loader).
+func newAgentsLoader() Loader {
+	l := newRowLoader("agents", []string{"id", "owner_id", "name", "system_prompt", "role_description", "template_source", "is_active"},
+		func(a agentRow) []any { return []any{a.id, a.owner, a.name, a.prompt, a.role, a.template, a.active} })
+	foldInto(l, func(m events.Meta, e *events.AgentCreated) {
+		l.create(m, e.AgentID, agentRow{id: e.AgentID, owner: e.OwnerID, name: e.Name, prompt: e.SystemPrompt,
+			role: e.RoleDescription, template: e.TemplateSource, active: e.IsActive})
+	})
+	foldInto(l, func(m events.Meta, e *events.AgentUpdated) {
+		if a := l.change(m, e.AgentID); a != nil {
+			a.name, a.prompt, a.role, a.template, a.active = e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive
+		}
+	})
+	return l
 }
 
 // agentFields are agents' editable fields as the statements bind them, one

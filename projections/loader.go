@@ -3,6 +3,8 @@ package projections
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -50,4 +52,97 @@ func copyRows(ctx context.Context, tx pgx.Tx, tables []TableRows) error {
 		}
 	}
 	return nil
+}
+
+// rowLoader is a Loader for one table whose rows an event creates (nothing
+// when the row is there, as ON CONFLICT (id) DO NOTHING) and other events
+// change, each only when it is newer than the row (version < the event's):
+// users, agents and few-shot examples. The table's last columns are
+// created_at, updated_at and version, after those of R.
+type rowLoader[R any] struct {
+	table   string
+	columns []string      // R's columns
+	values  func(R) []any // R's values, in the order of columns
+	folds   map[string]func(m events.Meta, e any) error
+	rows    map[int64]*loadedRow[R]
+	order   []*loadedRow[R] // in the order they were created
+}
+
+type loadedRow[R any] struct {
+	row                  R
+	createdAt, updatedAt time.Time
+	version              int64
+}
+
+func newRowLoader[R any](table string, columns []string, values func(R) []any) *rowLoader[R] {
+	return &rowLoader[R]{table: table, columns: columns, values: values,
+		folds: map[string]func(events.Meta, any) error{}, rows: map[int64]*loadedRow[R]{}}
+}
+
+// foldInto makes l fold events of type T with fold.
+func foldInto[R any, T events.Event](l *rowLoader[R], fold func(m events.Meta, e *T)) {
+	var zero T
+	l.folds[zero.EventType()] = func(m events.Meta, e any) error {
+		t, ok := e.(*T)
+		if !ok {
+			return fmt.Errorf("%s loader: event is %T, not %T", l.table, e, t)
+		}
+		fold(m, t)
+		return nil
+	}
+}
+
+// create adds the row with key id unless there is one.
+func (l *rowLoader[R]) create(m events.Meta, id int64, row R) {
+	if _, ok := l.rows[id]; ok {
+		return
+	}
+	r := &loadedRow[R]{row: row, createdAt: m.RecordedAt, updatedAt: m.RecordedAt, version: m.Version}
+	l.rows[id] = r
+	l.order = append(l.order, r)
+}
+
+// change returns the row with key id to change, moved to m's version and
+// time, or nil when there is none older than m.
+func (l *rowLoader[R]) change(m events.Meta, id int64) *R {
+	r := l.rows[id]
+	if r == nil || r.version >= m.Version {
+		return nil
+	}
+	r.updatedAt, r.version = m.RecordedAt, m.Version
+	return &r.row
+}
+
+func (l *rowLoader[R]) Types() []string {
+	types := make([]string, 0, len(l.folds))
+	for t := range l.folds {
+		types = append(types, t)
+	}
+	return types
+}
+
+func (l *rowLoader[R]) Fold(m events.Meta, e any) error {
+	ev, ok := e.(events.Event)
+	if !ok {
+		return fmt.Errorf("%s loader: %T is not an event", l.table, e)
+	}
+	fold, ok := l.folds[ev.EventType()]
+	if !ok {
+		return fmt.Errorf("%s loader: no fold for %s", l.table, ev.EventType())
+	}
+	return fold(m, e)
+}
+
+// Rows hands the rows over once the log is read: any of them may change
+// until then.
+func (l *rowLoader[R]) Rows(final bool) ([]TableRows, error) {
+	if !final {
+		return nil, nil
+	}
+	rows := make([][]any, len(l.order))
+	for i, r := range l.order {
+		rows[i] = append(l.values(r.row), r.createdAt, r.updatedAt, r.version)
+	}
+	l.rows, l.order = map[int64]*loadedRow[R]{}, nil
+	return []TableRows{{Table: l.table, Columns: append(slices.Clone(l.columns), "created_at", "updated_at", "version"), Rows: rows}}, nil
 }

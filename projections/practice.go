@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/jackc/pgx/v5"
 
@@ -52,5 +53,36 @@ func FewShotExamples() Projection {
 				e.ExampleID, e.Title, e.InputText, e.OutputText, e.Meta, e.IsActive, m.RecordedAt, m.Version)
 			return err
 		}),
-	}}
+	}, Loaders: []func() Loader{newFewShotsLoader}}
+}
+
+// fewShotRow is a few_shot_examples row as its loader keeps it.
+type fewShotRow struct {
+	id, user            int64
+	title               *string
+	input, output, meta string
+	active              bool
+}
+
+// newFewShotsLoader folds what FewShotExamples' handlers apply, for a replay
+// (see Loader).
+func newFewShotsLoader() Loader {
+	l := newRowLoader("few_shot_examples", []string{"id", "user_id", "title", "input_text", "output_text", "meta", "is_active"},
+		func(f fewShotRow) []any { return []any{f.id, f.user, f.title, f.input, f.output, f.meta, f.active} })
+	meta := func(m json.RawMessage) string { // the handlers' COALESCE(meta::json, '{}'::json)
+		if m == nil {
+			return "{}"
+		}
+		return string(m)
+	}
+	foldInto(l, func(m events.Meta, e *events.FewShotCreated) {
+		l.create(m, e.ExampleID, fewShotRow{id: e.ExampleID, user: e.UserID, title: e.Title, input: e.InputText,
+			output: e.OutputText, meta: meta(e.Meta), active: e.IsActive})
+	})
+	foldInto(l, func(m events.Meta, e *events.FewShotUpdated) {
+		if f := l.change(m, e.ExampleID); f != nil {
+			f.title, f.input, f.output, f.meta, f.active = e.Title, e.InputText, e.OutputText, meta(e.Meta), e.IsActive
+		}
+	})
+	return l
 }
