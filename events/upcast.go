@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+
+	gojson "github.com/goccy/go-json"
 )
 
 // Upcaster turns the JSON of an event stored at one schema version into the
@@ -68,7 +70,9 @@ func (r *Registry) DecodeInto(eventType string, schemaVersion int, data json.Raw
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(data, v); err != nil {
+	// go-json, not encoding/json: decoding events is most of a replay's work
+	// in Go, and go-json decodes them several times faster (make bench).
+	if err := gojson.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("decode %s: %w", eventType, err)
 	}
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {

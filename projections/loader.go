@@ -25,6 +25,8 @@ import (
 type Loader interface {
 	// Types are the event types it folds in place of their handlers.
 	Types() []string
+	// Tables are the tables it writes: those its types' handlers write.
+	Tables() []string
 	// Fold applies one event, decoded as its handler would receive it (a
 	// pointer to the event), in log order.
 	Fold(m events.Meta, e any) error
@@ -112,6 +114,8 @@ func (l *rowLoader[R]) change(m events.Meta, id int64) *R {
 	r.updatedAt, r.version = m.RecordedAt, m.Version
 	return &r.row
 }
+
+func (l *rowLoader[R]) Tables() []string { return []string{l.table} }
 
 func (l *rowLoader[R]) Types() []string {
 	types := make([]string, 0, len(l.folds))

@@ -157,6 +157,7 @@ type replayWorker struct {
 	// catch-up lasts (nil after it: the handlers take over).
 	loading  map[string]Loader
 	loaders  []Loader
+	loads    map[string]bool     // the tables loaders write
 	conn     *pgx.Conn           // resolves unqualified names to the fresh tables
 	pos      eventstore.Position // the last event applied (or skipped)
 	caughtUp time.Duration
@@ -178,7 +179,7 @@ func (r *Replayer) newWorker(p Projection, live string) (*replayWorker, error) {
 		w.handlers[marshaler{}.Name(h.NewEvent())] = rh
 	}
 	if len(p.Loaders) > 0 {
-		w.loading = map[string]Loader{}
+		w.loading, w.loads = map[string]Loader{}, map[string]bool{}
 	}
 	for _, newLoader := range p.Loaders {
 		l := newLoader()
@@ -190,6 +191,12 @@ func (r *Replayer) newWorker(p Projection, live string) (*replayWorker, error) {
 				return nil, fmt.Errorf("projection %s: two loaders fold %s", p.Name, typ)
 			}
 			w.loading[typ] = l
+		}
+		for _, t := range l.Tables() {
+			if !slices.Contains(p.Tables, t) {
+				return nil, fmt.Errorf("projection %s: a loader writes %s, which is not one of its tables", p.Name, t)
+			}
+			w.loads[t] = true
 		}
 		w.loaders = append(w.loaders, l)
 	}
@@ -206,10 +213,16 @@ func (r *Replayer) prepare(ctx context.Context, workers []*replayWorker) error {
 			"CREATE SCHEMA " + pgx.Identifier{w.schema}.Sanitize(),
 		}
 		for _, t := range w.p.Tables {
-			// Unlogged while the bulk of the log goes in (SET LOGGED then
-			// writes each table to the WAL in one pass, cheaper than row by row).
-			sqls = append(sqls, fmt.Sprintf("CREATE UNLOGGED TABLE %s (LIKE %s INCLUDING ALL)",
-				pgx.Identifier{w.schema, t}.Sanitize(), pgx.Identifier{w.live, t}.Sanitize()))
+			// Unlogged while handlers write the bulk of the log (SET LOGGED
+			// then writes each table to the WAL in one pass, cheaper than row
+			// by row); a loader's table is written once, by COPY, which logs
+			// it as cheaply.
+			persistence := "UNLOGGED "
+			if w.loads[t] {
+				persistence = ""
+			}
+			sqls = append(sqls, fmt.Sprintf("CREATE %sTABLE %s (LIKE %s INCLUDING ALL)",
+				persistence, pgx.Identifier{w.schema, t}.Sanitize(), pgx.Identifier{w.live, t}.Sanitize()))
 		}
 		for _, q := range sqls {
 			if _, err := r.Pool.Exec(ctx, q); err != nil {
@@ -368,7 +381,11 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 	}
 	for _, t := range w.p.Tables {
 		table := pgx.Identifier{w.schema, t}.Sanitize()
-		if _, err := w.conn.Exec(ctx, "ALTER TABLE "+table+" SET LOGGED; ANALYZE "+table); err != nil {
+		q := "ALTER TABLE " + table + " SET LOGGED; ANALYZE " + table
+		if w.loads[t] {
+			q = "ANALYZE " + table
+		}
+		if _, err := w.conn.Exec(ctx, q); err != nil {
 			return err
 		}
 	}
@@ -423,9 +440,12 @@ func (r *Replayer) applyPages(ctx context.Context, w *replayWorker, pages <-chan
 // and joins a set of events to a whole table by scanning it. Statistics
 // taken early stay right as the tables grow (the planner scales them to a
 // table's current size), so the catch-up takes them after its 1st, 2nd,
-// 4th, ... 64th transaction.
+// 4th, ... 64th transaction. Loaders' tables are not read meanwhile.
 func (w *replayWorker) analyze(ctx context.Context) error {
 	for _, t := range w.p.Tables {
+		if w.loads[t] {
+			continue
+		}
 		if _, err := w.conn.Exec(ctx, "ANALYZE "+pgx.Identifier{w.schema, t}.Sanitize()); err != nil {
 			return err
 		}

@@ -55,6 +55,8 @@ func newSessionLoader() Loader {
 	return &sessionLoader{sessions: map[int64]*loadedSession{}, counts: map[int64]int64{}, batch: 20_000}
 }
 
+func (l *sessionLoader) Tables() []string { return SessionProjections()[0].Tables }
+
 func (l *sessionLoader) Types() []string {
 	return []string{events.SessionStarted{}.EventType(), events.SessionTurnRecorded{}.EventType(),
 		events.SessionSettingsUpdated{}.EventType()}

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -504,7 +505,7 @@ func scanEvent(row scanner) (eventstore.RecordedEvent, error) {
 		return e, err
 	}
 	e.Data = json.RawMessage(data)
-	if err := json.Unmarshal([]byte(meta), &e.Metadata); err != nil {
+	if err := gojson.Unmarshal([]byte(meta), &e.Metadata); err != nil { // go-json: see events.Registry.DecodeInto
 		return e, fmt.Errorf("event %s metadata: %w", id, err)
 	}
 	e.RecordedAt = e.RecordedAt.UTC()
