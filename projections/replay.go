@@ -158,6 +158,7 @@ type replayWorker struct {
 	loading  map[string]Loader
 	loaders  []Loader
 	loads    map[string]bool     // the tables loaders write
+	deferred []string            // statements that build their indexes
 	conn     *pgx.Conn           // resolves unqualified names to the fresh tables
 	pos      eventstore.Position // the last event applied (or skipped)
 	caughtUp time.Duration
@@ -233,6 +234,11 @@ func (r *Replayer) prepare(ctx context.Context, workers []*replayWorker) error {
 			if err := r.copyIndexNames(ctx, w, t); err != nil {
 				return fmt.Errorf("replay %s: %w", w.p.Name, err)
 			}
+			if w.loads[t] {
+				if err := r.deferIndexes(ctx, w, t); err != nil {
+					return fmt.Errorf("replay %s: %w", w.p.Name, err)
+				}
+			}
 		}
 		if err := r.connect(ctx, w); err != nil {
 			return err
@@ -279,6 +285,41 @@ func (r *Replayer) copyIndexNames(ctx context.Context, w *replayWorker, table st
 			pgx.Identifier{w.schema, n[0]}.Sanitize(), pgx.Identifier{n[1]}.Sanitize())); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// deferIndexes drops the indexes of a loader's fresh table, and the
+// constraints they back, and keeps the statements that build them again
+// once it is loaded: COPY into a table without indexes and one sorted build
+// per index is cheaper than growing each index a row at a time. The
+// definitions are read after copyIndexNames, so they have the live names.
+func (r *Replayer) deferIndexes(ctx context.Context, w *replayWorker, table string) error {
+	fresh := pgx.Identifier{w.schema, table}.Sanitize()
+	rows, err := r.Pool.Query(ctx, `
+		SELECT 'ALTER TABLE ' || $1 || ' DROP CONSTRAINT ' || quote_ident(c.conname),
+		       'ALTER TABLE ' || $1 || ' ADD CONSTRAINT ' || quote_ident(c.conname) || ' ' || pg_get_constraintdef(c.oid)
+		FROM pg_constraint c WHERE c.conrelid = $1::regclass AND c.conindid <> 0
+		UNION ALL
+		SELECT 'DROP INDEX ' || quote_ident($2) || '.' || quote_ident(x.relname), pg_get_indexdef(i.indexrelid)
+		FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid
+		WHERE i.indrelid = $1::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`,
+		fresh, w.schema)
+	if err != nil {
+		return err
+	}
+	defs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([2]string, error) {
+		var d [2]string
+		return d, row.Scan(&d[0], &d[1])
+	})
+	if err != nil {
+		return err
+	}
+	for _, d := range defs {
+		if _, err := r.Pool.Exec(ctx, d[0]); err != nil {
+			return err
+		}
+		w.deferred = append(w.deferred, d[1])
 	}
 	return nil
 }
@@ -378,6 +419,11 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 	}
 	if err != nil {
 		return err
+	}
+	for _, q := range w.deferred {
+		if _, err := w.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("replay %s: %w", w.p.Name, err)
+		}
 	}
 	for _, t := range w.p.Tables {
 		table := pgx.Identifier{w.schema, t}.Sanitize()

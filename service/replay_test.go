@@ -185,6 +185,14 @@ func snapshot(t *testing.T, pool *pgxpool.Pool) map[string][]string {
 			if out[table+" indexes"], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 				t.Fatal(err)
 			}
+			rows, err = pool.Query(context.Background(),
+				`SELECT conname || ': ' || pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = $1::regclass ORDER BY 1`, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out[table+" constraints"], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+				t.Fatal(err)
+			}
 			var persistence string // p: permanent (a replay loads unlogged tables first)
 			if err := pool.QueryRow(context.Background(), `SELECT relpersistence::text FROM pg_class WHERE oid = $1::regclass`,
 				table).Scan(&persistence); err != nil {
