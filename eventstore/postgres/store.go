@@ -421,7 +421,7 @@ func (s *Store) idempotent(ctx context.Context, stream string, expected eventsto
 	return eventstore.AppendResult{}, fmt.Errorf("%w: stream %s, expected %s", eventstore.ErrWrongExpectedVersion, stream, expected)
 }
 
-const selectColumns = `uuid::text, stream_id, version, transaction_id::text, "offset", event_type, schema_version, payload::text, metadata::text, recorded_at`
+const selectColumns = `uuid, stream_id, version, transaction_id::text, "offset", event_type, schema_version, payload::text, metadata::text, recorded_at`
 
 // ReadStream implements eventstore.Store.
 func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {
@@ -492,21 +492,20 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanEvent(row scanner) (eventstore.RecordedEvent, error) {
 	var e eventstore.RecordedEvent
-	var id, txid, data, meta string
+	var txid string
+	var meta []byte
 	var offset int64
-	if err := row.Scan(&id, &e.StreamID, &e.Version, &txid, &offset, &e.Type, &e.SchemaVersion, &data, &meta, &e.RecordedAt); err != nil {
+	// Into []byte, not string: a replay reads the whole log, and a string
+	// would be copied again into the event's RawMessage.
+	if err := row.Scan(&e.ID, &e.StreamID, &e.Version, &txid, &offset, &e.Type, &e.SchemaVersion, &e.Data, &meta, &e.RecordedAt); err != nil {
 		return e, err
 	}
 	var err error
-	if e.ID, err = uuid.Parse(id); err != nil {
-		return e, err
-	}
 	if e.Position, err = position(txid, offset); err != nil {
 		return e, err
 	}
-	e.Data = json.RawMessage(data)
-	if err := gojson.Unmarshal([]byte(meta), &e.Metadata); err != nil { // go-json: see events.Registry.DecodeInto
-		return e, fmt.Errorf("event %s metadata: %w", id, err)
+	if err := gojson.Unmarshal(meta, &e.Metadata); err != nil { // go-json: see events.Registry.DecodeInto
+		return e, fmt.Errorf("event %s metadata: %w", e.ID, err)
 	}
 	e.RecordedAt = e.RecordedAt.UTC()
 	return e, nil
