@@ -43,13 +43,20 @@ type TableRows struct {
 	Rows    [][]any
 }
 
-// copyRows writes rows into the tables that unqualified names resolve to.
-func copyRows(ctx context.Context, tx pgx.Tx, tables []TableRows) error {
+// copyRows writes rows into the tables of schema (or, when it is "", those
+// that unqualified names resolve to).
+func copyRows(ctx context.Context, db interface {
+	CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
+}, schema string, tables []TableRows) error {
 	for _, t := range tables {
 		if len(t.Rows) == 0 {
 			continue
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{t.Table}, t.Columns, pgx.CopyFromRows(t.Rows)); err != nil {
+		name := pgx.Identifier{t.Table}
+		if schema != "" {
+			name = pgx.Identifier{schema, t.Table}
+		}
+		if _, err := db.CopyFrom(ctx, name, t.Columns, pgx.CopyFromRows(t.Rows)); err != nil {
 			return fmt.Errorf("copy into %s: %w", t.Table, err)
 		}
 	}

@@ -89,7 +89,7 @@ func checkLoader(t *testing.T, p Projection, evs []logged) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := pgx.BeginFunc(ctx, loaded, func(tx pgx.Tx) error { return copyRows(ctx, tx, tables) }); err != nil {
+		if err := pgx.BeginFunc(ctx, loaded, func(tx pgx.Tx) error { return copyRows(ctx, tx, "", tables) }); err != nil {
 			t.Fatal(err)
 		}
 	}

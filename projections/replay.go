@@ -158,7 +158,7 @@ type replayWorker struct {
 	loading  map[string]Loader
 	loaders  []Loader
 	loads    map[string]bool     // the tables loaders write
-	deferred []string            // statements that build their indexes
+	deferred map[string][]string // by table: the statements that build its indexes
 	conn     *pgx.Conn           // resolves unqualified names to the fresh tables
 	pos      eventstore.Position // the last event applied (or skipped)
 	caughtUp time.Duration
@@ -319,7 +319,10 @@ func (r *Replayer) deferIndexes(ctx context.Context, w *replayWorker, table stri
 		if _, err := r.Pool.Exec(ctx, d[0]); err != nil {
 			return err
 		}
-		w.deferred = append(w.deferred, d[1])
+		if w.deferred == nil {
+			w.deferred = map[string][]string{}
+		}
+		w.deferred[table] = append(w.deferred[table], d[1])
 	}
 	return nil
 }
@@ -374,6 +377,7 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 	decoded := make(chan preparedPage, 2)
 	stop := make(chan struct{})
 	var decodeErr error
+	var last []TableRows // the loaders' rows once the log is read
 	go func() {
 		defer close(decoded)
 		send := func(pp preparedPage) bool {
@@ -398,17 +402,15 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 			return
 		}
 		// The loaders' last rows, after which the handlers take over.
-		var last preparedPage
 		for _, l := range w.loaders {
 			rows, err := l.Rows(true)
 			if err != nil {
 				decodeErr = err
 				return
 			}
-			last.copies = append(last.copies, rows...)
+			last = append(last, rows...)
 		}
 		w.loading, w.loaders = nil, nil
-		send(last)
 	}()
 	err := r.applyPages(ctx, w, decoded)
 	close(stop)
@@ -420,22 +422,43 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 	if err != nil {
 		return err
 	}
-	for _, q := range w.deferred {
-		if _, err := w.conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("replay %s: %w", w.p.Name, err)
-		}
-	}
+	return r.finish(ctx, w, last)
+}
+
+// finish completes w's fresh tables once the log is read, each on a pool
+// connection of its own, side by side: it writes the loaders' last rows,
+// builds the loaded tables' indexes, makes the other tables logged, and
+// gathers statistics.
+func (r *Replayer) finish(ctx context.Context, w *replayWorker, last []TableRows) error {
+	g, gctx := errgroup.WithContext(ctx)
 	for _, t := range w.p.Tables {
-		table := pgx.Identifier{w.schema, t}.Sanitize()
-		q := "ALTER TABLE " + table + " SET LOGGED; ANALYZE " + table
-		if w.loads[t] {
-			q = "ANALYZE " + table
-		}
-		if _, err := w.conn.Exec(ctx, q); err != nil {
-			return err
-		}
+		g.Go(func() error {
+			conn, err := r.Pool.Acquire(gctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			table := pgx.Identifier{w.schema, t}.Sanitize()
+			for _, rows := range last {
+				if rows.Table == t {
+					if err := copyRows(gctx, conn, w.schema, []TableRows{rows}); err != nil {
+						return fmt.Errorf("replay %s: %w", w.p.Name, err)
+					}
+				}
+			}
+			finish := append(slices.Clone(w.deferred[t]), "ALTER TABLE "+table+" SET LOGGED", "ANALYZE "+table)
+			if w.loads[t] {
+				finish = append(slices.Clone(w.deferred[t]), "ANALYZE "+table)
+			}
+			for _, q := range finish {
+				if _, err := conn.Exec(gctx, q); err != nil {
+					return fmt.Errorf("replay %s: %w", w.p.Name, err)
+				}
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // applyPages applies decoded pages to w's fresh tables in transactions of
@@ -607,7 +630,7 @@ func (r *Replayer) apply(ctx context.Context, tx *pipelineTx, w *replayWorker, p
 		if err := tx.flush(ctx); err != nil {
 			return err
 		}
-		if err := copyRows(ctx, tx.Tx, pp.copies); err != nil {
+		if err := copyRows(ctx, tx.Tx, "", pp.copies); err != nil {
 			return err
 		}
 	}

@@ -157,7 +157,7 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return copyRows(ctx, tx, rows) }); err != nil {
+			if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return copyRows(ctx, tx, "", rows) }); err != nil {
 				t.Fatal(err)
 			}
 		}
