@@ -34,13 +34,29 @@ type Loader interface {
 	// false), the rows no later event can change, once enough have gathered
 	// (it may return none); once the log is read (final true), all the rest.
 	Rows(final bool) ([]TableRows, error)
+	// Held is the number of rows it holds in memory (see
+	// Replayer.LoadLimit).
+	Held() int
 }
 
 // TableRows are rows to COPY into one table.
 type TableRows struct {
 	Table   string
 	Columns []string
-	Rows    [][]any
+	Rows    pgx.CopyFromSource
+}
+
+// rowsOf is a COPY source of a row per item, each made when COPY asks for
+// it: a loader's last rows are never all in memory at once, beside its state.
+func rowsOf[T any](items []T, row func(T) []any) pgx.CopyFromSource {
+	i := 0
+	return pgx.CopyFromFunc(func() ([]any, error) {
+		if i == len(items) {
+			return nil, nil
+		}
+		i++
+		return row(items[i-1]), nil
+	})
 }
 
 // copyRows writes rows into the tables of schema (or, when it is "", those
@@ -49,14 +65,11 @@ func copyRows(ctx context.Context, db interface {
 	CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
 }, schema string, tables []TableRows) error {
 	for _, t := range tables {
-		if len(t.Rows) == 0 {
-			continue
-		}
 		name := pgx.Identifier{t.Table}
 		if schema != "" {
 			name = pgx.Identifier{schema, t.Table}
 		}
-		if _, err := db.CopyFrom(ctx, name, t.Columns, pgx.CopyFromRows(t.Rows)); err != nil {
+		if _, err := db.CopyFrom(ctx, name, t.Columns, t.Rows); err != nil {
 			return fmt.Errorf("copy into %s: %w", t.Table, err)
 		}
 	}
@@ -124,6 +137,8 @@ func (l *rowLoader[R]) change(m events.Meta, id int64) *R {
 
 func (l *rowLoader[R]) Tables() []string { return []string{l.table} }
 
+func (l *rowLoader[R]) Held() int { return len(l.order) }
+
 func (l *rowLoader[R]) Types() []string {
 	types := make([]string, 0, len(l.folds))
 	for t := range l.folds {
@@ -150,10 +165,9 @@ func (l *rowLoader[R]) Rows(final bool) ([]TableRows, error) {
 	if !final {
 		return nil, nil
 	}
-	rows := make([][]any, len(l.order))
-	for i, r := range l.order {
-		rows[i] = append(l.values(r.row), r.createdAt, r.updatedAt, r.version)
-	}
+	rows := rowsOf(l.order, func(r *loadedRow[R]) []any {
+		return append(l.values(r.row), r.createdAt, r.updatedAt, r.version)
+	})
 	l.rows, l.order = map[int64]*loadedRow[R]{}, nil
 	return []TableRows{{Table: l.table, Columns: append(slices.Clone(l.columns), "created_at", "updated_at", "version"), Rows: rows}}, nil
 }

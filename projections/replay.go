@@ -50,6 +50,11 @@ type Replayer struct {
 	TxEvents int
 	// Pipeline is the number of statements per pipelined batch (default 1 000).
 	Pipeline int
+	// LoadLimit is the number of rows a projection's loaders may hold in
+	// memory (default 500 000, about 200 MB of heap with the bench's rows):
+	// past it, they write what they hold and the handlers apply the rest of
+	// the log (see Loader).
+	LoadLimit int
 	// KeepOld keeps the replaced tables in schema replaced_<projection>
 	// instead of dropping them (to compare them, say).
 	KeepOld bool
@@ -137,6 +142,9 @@ func (r *Replayer) defaults() {
 	}
 	if r.Pipeline <= 0 {
 		r.Pipeline = 1000
+	}
+	if r.LoadLimit <= 0 {
+		r.LoadLimit = 500_000
 	}
 }
 
@@ -525,10 +533,13 @@ func (w *replayWorker) analyze(ctx context.Context) error {
 // preparedPage is a page of the log decoded into the sets a replay applies.
 type preparedPage struct {
 	sets   []eventSet
-	copies []TableRows         // rows the loaders handed over
-	loaded int                 // events the loaders folded
-	read   int                 // log events in the page
-	last   eventstore.Position // the page's last event
+	copies []TableRows // rows the loaders handed over
+	loaded int         // events the loaders folded
+	// handover: the loaders handed over all they held, and the handlers
+	// apply their events from the next page on.
+	handover bool
+	read     int                 // log events in the page
+	last     eventstore.Position // the page's last event
 }
 
 // eventSet is events of one type, each of a different stream, applied by
@@ -587,12 +598,20 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 		items = append(items, item{wave: waves[rec.StreamID], kind: kind, rec: rec, e: e})
 		waves[rec.StreamID]++
 	}
+	held := 0
 	for _, l := range w.loaders {
-		rows, err := l.Rows(false)
+		held += l.Held()
+	}
+	for _, l := range w.loaders {
+		rows, err := l.Rows(held > r.LoadLimit)
 		if err != nil {
 			return pp, err
 		}
 		pp.copies = append(pp.copies, rows...)
+	}
+	if held > r.LoadLimit { // the handlers take over from the next page
+		pp.handover = true
+		w.loading, w.loaders = nil, nil
 	}
 	slices.SortStableFunc(items, func(a, b item) int {
 		return cmp.Or(cmp.Compare(a.wave, b.wave), cmp.Compare(a.kind, b.kind))
@@ -633,6 +652,22 @@ func (r *Replayer) apply(ctx context.Context, tx *pipelineTx, w *replayWorker, p
 		if err := copyRows(ctx, tx.Tx, "", pp.copies); err != nil {
 			return err
 		}
+	}
+	if pp.handover { // the handlers need the indexes, and statistics
+		if err := tx.flush(ctx); err != nil {
+			return err
+		}
+		for _, t := range w.p.Tables {
+			if !w.loads[t] {
+				continue
+			}
+			for _, q := range append(w.deferred[t], "ANALYZE "+pgx.Identifier{w.schema, t}.Sanitize()) {
+				if _, err := tx.Tx.Exec(ctx, q); err != nil {
+					return err
+				}
+			}
+		}
+		w.deferred = nil
 	}
 	w.applied += int64(pp.loaded)
 	if pp.read > 0 {

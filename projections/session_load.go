@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"lectern/events"
 )
 
@@ -56,6 +58,10 @@ func newSessionLoader() Loader {
 }
 
 func (l *sessionLoader) Tables() []string { return SessionProjections()[0].Tables }
+
+// Held counts a session as one row (its settings and links with it), and
+// the models and responses not handed over yet.
+func (l *sessionLoader) Held() int { return len(l.started) + len(l.models) + len(l.responses) }
 
 func (l *sessionLoader) Types() []string {
 	return []string{events.SessionStarted{}.EventType(), events.SessionTurnRecorded{}.EventType(),
@@ -182,26 +188,35 @@ func (l *sessionLoader) Rows(final bool) ([]TableRows, error) {
 		return nil, nil
 	}
 	out := []TableRows{
-		{Table: "session_models", Columns: sessionModelColumns, Rows: l.models},
-		{Table: "session_responses", Columns: sessionResponseColumns, Rows: l.responses},
+		{Table: "session_models", Columns: sessionModelColumns, Rows: pgx.CopyFromRows(l.models)},
+		{Table: "session_responses", Columns: sessionResponseColumns, Rows: pgx.CopyFromRows(l.responses)},
 	}
 	l.models, l.responses = nil, nil
 	if !final {
 		return out, nil
 	}
-	sessions, settings, links := make([][]any, 0, len(l.started)), make([][]any, 0, len(l.started)), [][]any(nil)
+	type link struct {
+		session int64
+		loadedLink
+	}
+	var links []link
 	for _, s := range l.started {
-		sessions = append(sessions, []any{s.id, s.user, s.class, s.project, s.agent, s.knowledge, s.title, s.createdAt, s.updatedAt, s.version})
-		st := s.settings
-		settings = append(settings, []any{st.id, s.id, st.preset, st.style, st.generation, st.agent, st.createdAt, st.updatedAt})
 		for _, k := range s.links {
-			links = append(links, []any{k.id, k.setting, s.id, k.example, k.order, k.createdAt})
+			links = append(links, link{s.id, k})
 		}
 	}
-	counts := make([][]any, 0, len(l.userSeen))
-	for _, u := range l.userSeen {
-		counts = append(counts, []any{u, l.counts[u]})
-	}
+	sessions := rowsOf(l.started, func(s *loadedSession) []any {
+		return []any{s.id, s.user, s.class, s.project, s.agent, s.knowledge, s.title, s.createdAt, s.updatedAt, s.version}
+	})
+	settings := rowsOf(l.started, func(s *loadedSession) []any {
+		st := s.settings
+		return []any{st.id, s.id, st.preset, st.style, st.generation, st.agent, st.createdAt, st.updatedAt}
+	})
+	linkRows := rowsOf(links, func(k link) []any {
+		return []any{k.id, k.setting, k.session, k.example, k.order, k.createdAt}
+	})
+	sessionCounts := l.counts
+	counts := rowsOf(l.userSeen, func(u int64) []any { return []any{u, sessionCounts[u]} })
 	l.sessions, l.started, l.counts, l.userSeen = map[int64]*loadedSession{}, nil, map[int64]int64{}, nil
 	return append(out,
 		TableRows{Table: "practice_sessions", Columns: []string{"id", "user_id", "class_id", "project_id", "agent_id", "knowledge_ids",
@@ -210,6 +225,6 @@ func (l *sessionLoader) Rows(final bool) ([]TableRows, error) {
 		TableRows{Table: "session_settings", Columns: []string{"id", "session_id", "style_preset", "style_params", "generation_params",
 			"agent_snapshot", "created_at", "updated_at"}, Rows: settings},
 		TableRows{Table: "session_few_shot_links", Columns: []string{"id", "setting_id", "session_id", "example_id", "sort_order",
-			"created_at"}, Rows: links},
+			"created_at"}, Rows: linkRows},
 	), nil
 }
