@@ -3,7 +3,6 @@ package events
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 
 	gojson "github.com/goccy/go-json"
 )
@@ -75,10 +74,11 @@ func (r *Registry) DecodeInto(eventType string, schemaVersion int, data json.Raw
 	if err := gojson.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("decode %s: %w", eventType, err)
 	}
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
-		if e, ok := rv.Elem().Interface().(Event); ok {
-			return checkVersion(eventType, reached, e)
-		}
+	// v itself (a non-nil pointer, or Unmarshal failed): its method set has
+	// the Event methods, and taking the event out of it would copy it to the
+	// heap, once per event read.
+	if e, ok := v.(Event); ok {
+		return checkVersion(eventType, reached, e)
 	}
 	return nil
 }
