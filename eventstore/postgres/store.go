@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/eventstore"
@@ -492,14 +493,17 @@ type scanner interface{ Scan(dest ...any) error }
 
 func scanEvent(row scanner) (eventstore.RecordedEvent, error) {
 	var e eventstore.RecordedEvent
+	var id pgtype.UUID
 	var txid string
 	var meta []byte
 	var offset int64
-	// Into []byte, not string: a replay reads the whole log, and a string
-	// would be copied again into the event's RawMessage.
-	if err := row.Scan(&e.ID, &e.StreamID, &e.Version, &txid, &offset, &e.Type, &e.SchemaVersion, &e.Data, &meta, &e.RecordedAt); err != nil {
+	// The id as bytes, not through uuid.UUID's Scan (which parses text);
+	// the payload into []byte, not string: a replay reads the whole log, and
+	// a string would be copied again into the event's RawMessage.
+	if err := row.Scan(&id, &e.StreamID, &e.Version, &txid, &offset, &e.Type, &e.SchemaVersion, &e.Data, &meta, &e.RecordedAt); err != nil {
 		return e, err
 	}
+	e.ID = id.Bytes
 	var err error
 	if e.Position, err = position(txid, offset); err != nil {
 		return e, err
