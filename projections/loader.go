@@ -30,9 +30,10 @@ type Loader interface {
 	// Fold applies one event, decoded as its handler would receive it (a
 	// pointer to the event), in log order.
 	Fold(m events.Meta, e any) error
-	// Rows hands over rows to write: while the log is being read (final
-	// false), the rows no later event can change, once enough have gathered
-	// (it may return none); once the log is read (final true), all the rest.
+	// Rows hands over rows to write: while it folds (final false), the rows
+	// no later event can change, once enough have gathered (it may return
+	// none); at the end (final true: the log is read, or the loaders hold
+	// more than the replay's LoadLimit), all the rest. Then it is done.
 	Rows(final bool) ([]TableRows, error)
 	// Held is the number of rows it holds in memory (see
 	// Replayer.LoadLimit).
