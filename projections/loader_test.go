@@ -3,13 +3,11 @@ package projections
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/events"
 	"lectern/pgtest"
@@ -52,20 +50,6 @@ func checkLoader(t *testing.T, p Projection, evs []logged) {
 		}
 		return ptr
 	}
-	rows := func(pool *pgxpool.Pool) map[string][]string {
-		out := map[string][]string{}
-		for _, table := range p.Tables {
-			rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT to_jsonb(t)::text FROM %s t ORDER BY 1`, pgx.Identifier{table}.Sanitize()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out[table], err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return out
-	}
-
 	live := pgtest.Fresh(t)
 	for _, ev := range evs {
 		err := pgx.BeginFunc(ctx, live, func(tx pgx.Tx) error {
@@ -75,7 +59,7 @@ func checkLoader(t *testing.T, p Projection, evs []logged) {
 			t.Fatalf("%s: %v", ev.e.EventType(), err)
 		}
 	}
-	want := rows(live)
+	want := tableRows(t, live, p.Tables)
 
 	loaded := pgtest.Fresh(t)
 	for _, newLoader := range p.Loaders {
@@ -93,7 +77,7 @@ func checkLoader(t *testing.T, p Projection, evs []logged) {
 			t.Fatal(err)
 		}
 	}
-	if diff := cmp.Diff(want, rows(loaded)); diff != "" {
+	if diff := cmp.Diff(want, tableRows(t, loaded, p.Tables)); diff != "" {
 		t.Fatalf("the loader differs from the handlers (-handlers +loader):\n%s", diff)
 	}
 	for table, rows := range want {

@@ -269,13 +269,7 @@ func (r *Replayer) copyIndexNames(ctx context.Context, w *replayWorker, table st
 		WHERE n.indrelid = $2::regclass
 		ORDER BY n.relname, o.relname`,
 		pgx.Identifier{w.live, table}.Sanitize(), pgx.Identifier{w.schema, table}.Sanitize())
-	if err != nil {
-		return err
-	}
-	names, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([2]string, error) {
-		var n [2]string
-		return n, row.Scan(&n[0], &n[1])
-	})
+	names, err := textPairs(rows, err)
 	if err != nil {
 		return err
 	}
@@ -313,13 +307,7 @@ func (r *Replayer) deferIndexes(ctx context.Context, w *replayWorker, table stri
 		FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid
 		WHERE i.indrelid = $1::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`,
 		fresh, w.schema)
-	if err != nil {
-		return err
-	}
-	defs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([2]string, error) {
-		var d [2]string
-		return d, row.Scan(&d[0], &d[1])
-	})
+	defs, err := textPairs(rows, err)
 	if err != nil {
 		return err
 	}
@@ -333,6 +321,17 @@ func (r *Replayer) deferIndexes(ctx context.Context, w *replayWorker, table stri
 		w.deferred[table] = append(w.deferred[table], d[1])
 	}
 	return nil
+}
+
+// textPairs collects the rows of a query of two text columns.
+func textPairs(rows pgx.Rows, err error) ([][2]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) ([2]string, error) {
+		var p [2]string
+		return p, row.Scan(&p[0], &p[1])
+	})
 }
 
 // catchUp reads the log once and feeds every projection's worker, each

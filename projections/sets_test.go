@@ -146,7 +146,7 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 				}
 			}
 		}
-		return tableRows(t, pool)
+		return tableRows(t, pool, SessionProjections()[0].Tables)
 	}
 	load := func(pool *pgxpool.Pool, batch int) map[string][]string {
 		ctx := context.Background()
@@ -170,7 +170,7 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 			write(false)
 		}
 		write(true)
-		return tableRows(t, pool)
+		return tableRows(t, pool, SessionProjections()[0].Tables)
 	}
 	one := apply(pgtest.Fresh(t), true)
 	set := apply(pgtest.Fresh(t), false)
@@ -185,12 +185,12 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 	checkSessionRows(t, one)
 }
 
-// tableRows is the session tables' rows, as JSON, sorted.
-func tableRows(t *testing.T, pool *pgxpool.Pool) map[string][]string {
+// tableRows is the tables' rows, as JSON, sorted.
+func tableRows(t *testing.T, pool *pgxpool.Pool, tables []string) map[string][]string {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string][]string{}
-	for _, table := range SessionProjections()[0].Tables {
+	for _, table := range tables {
 		rows, err := pool.Query(ctx, fmt.Sprintf(`SELECT to_jsonb(t)::text FROM %s t ORDER BY 1`, pgx.Identifier{table}.Sanitize()))
 		if err != nil {
 			t.Fatal(err)
