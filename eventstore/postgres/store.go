@@ -456,7 +456,7 @@ func (s *Store) ReadStreamIn(ctx context.Context, q Querier, stream string, dir 
 	if err != nil {
 		return nil, fmt.Errorf("read stream %s: %w", stream, err)
 	}
-	return scanEvents(rows)
+	return scanEvents(rows, max(limit, 0))
 }
 
 // ReadAll implements eventstore.Store. The pg_snapshot_xmin horizon keeps a
@@ -473,47 +473,46 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 	if err != nil {
 		return nil, fmt.Errorf("read all: %w", err)
 	}
-	return scanEvents(rows)
+	return scanEvents(rows, limit)
 }
 
-func scanEvents(rows pgx.Rows) ([]eventstore.RecordedEvent, error) {
+// scanEvents reads rows of selectColumns; expected, if known (else 0), is
+// the most rows that may come, to size the result once (up to a page of
+// maxPresized: a caller's limit may be far above what the log holds).
+func scanEvents(rows pgx.Rows, expected int) ([]eventstore.RecordedEvent, error) {
 	defer rows.Close()
-	var out []eventstore.RecordedEvent
+	out := make([]eventstore.RecordedEvent, 0, min(expected, maxPresized))
+	// Scanned into in place, and the other targets made once per read, not
+	// per row (passed to Scan, each would be allocated): a replay reads the
+	// whole log. The id as bytes, not through uuid.UUID's Scan (which parses
+	// text); the metadata as the driver's bytes, decoded at once.
+	var (
+		id     pgtype.UUID
+		txid   string
+		offset int64
+		meta   pgtype.DriverBytes
+	)
 	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
+		out = append(out, eventstore.RecordedEvent{})
+		e := &out[len(out)-1]
+		if err := rows.Scan(&id, &e.StreamID, &e.Version, &txid, &offset, &e.Type, &e.SchemaVersion, &e.Data, &meta, &e.RecordedAt); err != nil {
 			return nil, err
 		}
-		out = append(out, e)
+		e.ID = id.Bytes
+		var err error
+		if e.Position, err = position(txid, offset); err != nil {
+			return nil, err
+		}
+		if err := gojson.Unmarshal(meta, &e.Metadata); err != nil { // go-json: see events.Registry.DecodeInto
+			return nil, fmt.Errorf("event %s metadata: %w", e.ID, err)
+		}
+		e.RecordedAt = e.RecordedAt.UTC()
 	}
 	return out, rows.Err()
 }
 
-type scanner interface{ Scan(dest ...any) error }
-
-func scanEvent(row scanner) (eventstore.RecordedEvent, error) {
-	var e eventstore.RecordedEvent
-	var id pgtype.UUID
-	var txid string
-	var meta []byte
-	var offset int64
-	// The id as bytes, not through uuid.UUID's Scan (which parses text);
-	// the payload into []byte, not string: a replay reads the whole log, and
-	// a string would be copied again into the event's RawMessage.
-	if err := row.Scan(&id, &e.StreamID, &e.Version, &txid, &offset, &e.Type, &e.SchemaVersion, &e.Data, &meta, &e.RecordedAt); err != nil {
-		return e, err
-	}
-	e.ID = id.Bytes
-	var err error
-	if e.Position, err = position(txid, offset); err != nil {
-		return e, err
-	}
-	if err := gojson.Unmarshal(meta, &e.Metadata); err != nil { // go-json: see events.Registry.DecodeInto
-		return e, fmt.Errorf("event %s metadata: %w", e.ID, err)
-	}
-	e.RecordedAt = e.RecordedAt.UTC()
-	return e, nil
-}
+// maxPresized bounds the events scanEvents makes room for at once.
+const maxPresized = 4096
 
 func position(txid string, offset int64) (eventstore.Position, error) {
 	c, err := strconv.ParseUint(txid, 10, 64)
