@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"lectern/events"
 )
 
@@ -23,7 +21,8 @@ type sessionLoader struct {
 	counts   map[int64]int64  // sessions per user
 	userSeen []int64          // users in the order of their first session
 	// Rows no later event changes, not handed over yet.
-	models, responses [][]any
+	models    []modelRow
+	responses []responseRow
 	// batch is how many such rows Rows waits for while the log is read.
 	batch int
 }
@@ -44,6 +43,35 @@ type loadedSettings struct {
 	id                               int64
 	preset, style, generation, agent string
 	createdAt, updatedAt             time.Time
+}
+
+// modelRow and responseRow are rows of session_models and
+// session_responses, as COPY reads them (see structRows).
+type modelRow struct {
+	id, session, model int64
+	name               string
+	at                 time.Time
+}
+
+type responseRow struct {
+	id, session, model int64
+	turn, position     int32
+	name, prompt, text string
+	usage              string
+	latency            int64
+	primary            bool
+	params             string
+	failure            *string
+	at                 time.Time
+}
+
+func (r *modelRow) fields(v []any) []any {
+	return append(v, &r.id, &r.session, &r.model, &r.name, &r.at)
+}
+
+func (r *responseRow) fields(v []any) []any {
+	return append(v, &r.id, &r.session, &r.model, &r.turn, &r.position, &r.name, &r.prompt,
+		&r.text, &r.usage, &r.latency, &r.primary, &r.params, &r.failure, &r.at)
 }
 
 type loadedLink struct {
@@ -141,10 +169,11 @@ func (l *sessionLoader) turn(m events.Meta, e *events.SessionTurnRecorded) error
 		}
 		if !slices.Contains(s.models, r.SessionModelID) {
 			s.models = append(s.models, r.SessionModelID)
-			l.models = append(l.models, []any{r.SessionModelID, s.id, r.ModelID, r.ModelName, m.RecordedAt})
+			l.models = append(l.models, modelRow{id: r.SessionModelID, session: s.id, model: r.ModelID, name: r.ModelName, at: m.RecordedAt})
 		}
-		l.responses = append(l.responses, []any{r.ResponseID, s.id, r.SessionModelID, int32(e.Turn), int32(pos),
-			r.ModelName, e.PromptText, r.ResponseText, usage, r.LatencyMS, r.IsPrimary, string(params), failure, m.RecordedAt})
+		l.responses = append(l.responses, responseRow{id: r.ResponseID, session: s.id, model: r.SessionModelID, turn: int32(e.Turn),
+			position: int32(pos), name: r.ModelName, prompt: e.PromptText, text: r.ResponseText, usage: usage, latency: r.LatencyMS,
+			primary: r.IsPrimary, params: string(params), failure: failure, at: m.RecordedAt})
 	}
 	return nil
 }
@@ -188,8 +217,8 @@ func (l *sessionLoader) Rows(final bool) ([]TableRows, error) {
 		return nil, nil
 	}
 	out := []TableRows{
-		{Table: "session_models", Columns: sessionModelColumns, Rows: pgx.CopyFromRows(l.models)},
-		{Table: "session_responses", Columns: sessionResponseColumns, Rows: pgx.CopyFromRows(l.responses)},
+		{Table: "session_models", Columns: sessionModelColumns, Rows: structRows(l.models)},
+		{Table: "session_responses", Columns: sessionResponseColumns, Rows: structRows(l.responses)},
 	}
 	l.models, l.responses = nil, nil
 	if !final {
