@@ -18,7 +18,7 @@ const (
 
 // Users projects accounts into the users table.
 func Users() Projection {
-	return Projection{Name: UsersProjection, Tables: []string{"users"}, Handlers: []GroupHandler{
+	return withLoader(Projection{Name: UsersProjection, Tables: []string{"users"}, Handlers: []GroupHandler{
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.UserSignedUp) error {
 			n := len(es)
 			versions, at := metaColumns(ms)
@@ -43,7 +43,7 @@ func Users() Projection {
 				e.UserID, e.Role, m.RecordedAt, m.Version)
 			return err
 		}),
-	}, Loaders: []func() Loader{newUsersLoader}}
+	}}, newUsersLoader)
 }
 
 // userRow is a users row as its loader keeps it.
@@ -74,7 +74,7 @@ func newUsersLoader() Loader {
 
 // Agents projects agents into the agents table.
 func Agents() Projection {
-	return Projection{Name: AgentsProjection, Tables: []string{"agents"}, Handlers: []GroupHandler{
+	return withLoader(Projection{Name: AgentsProjection, Tables: []string{"agents"}, Handlers: []GroupHandler{
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.AgentCreated) error {
 			versions, at := metaColumns(ms)
 			ids, owners := make([]int64, len(es)), make([]int64, len(es))
@@ -109,7 +109,7 @@ func Agents() Projection {
 				ids, f.names, f.prompts, f.roles, f.templates, f.active, at, versions)
 			return err
 		}),
-	}, Loaders: []func() Loader{newAgentsLoader}}
+	}}, newAgentsLoader)
 }
 
 // agentRow is an agents row as its loader keeps it.

@@ -40,6 +40,25 @@ type Loader interface {
 	Held() int
 }
 
+// withLoader gives p a loader, which must fold every event type p's handlers
+// apply and write p's tables, all and only: a type left to a handler would
+// be applied, during a catch-up, to tables that hold none of the loader's
+// rows yet. A mismatch is a programming error, found when p is built.
+func withLoader(p Projection, newLoader func() Loader) Projection {
+	l := newLoader()
+	for _, h := range p.Handlers {
+		if typ := (marshaler{}).Name(h.NewEvent()); !slices.Contains(l.Types(), typ) {
+			panic(fmt.Sprintf("projection %s: its loader does not fold %s, which its handlers apply (see Loader)", p.Name, typ))
+		}
+	}
+	tables := slices.Sorted(slices.Values(l.Tables()))
+	if !slices.Equal(tables, slices.Sorted(slices.Values(p.Tables))) {
+		panic(fmt.Sprintf("projection %s: its loader writes %v, its handlers %v", p.Name, tables, p.Tables))
+	}
+	p.Loaders = append(p.Loaders, newLoader)
+	return p
+}
+
 // TableRows are rows to COPY into one table.
 type TableRows struct {
 	Table   string

@@ -3,6 +3,7 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -132,4 +133,35 @@ func TestRowLoadersMatchTheirHandlers(t *testing.T) {
 			{at("fewshot-3", 1), stored{events.FewShotCreated{}, `{"example_id": 3, "user_id": 8, "input_text": "no meta", "output_text": "x"}`}},
 		})
 	})
+}
+
+// A loader must fold every event type of its projection's handlers, and
+// write its tables: a type left to a handler would be applied to tables that
+// hold none of the loader's rows yet.
+func TestWithLoaderRefusesAPartialLoader(t *testing.T) {
+	users := Users()
+	users.Loaders = nil
+	agents := Agents()
+	for name, build := range map[string]func(){
+		"a handler type it does not fold": func() {
+			p := users
+			p.Handlers = slices.Concat(users.Handlers, agents.Handlers)
+			withLoader(p, newUsersLoader)
+		},
+		"other tables": func() {
+			p := users
+			p.Tables = []string{"users", "agents"}
+			withLoader(p, newUsersLoader)
+		},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: withLoader accepted it", name)
+				}
+			}()
+			build()
+		}()
+	}
+	withLoader(users, newUsersLoader) // and the real one is accepted
 }

@@ -21,7 +21,7 @@ func PracticeProjections() []Projection {
 
 // FewShotExamples projects few-shot examples into the few_shot_examples table.
 func FewShotExamples() Projection {
-	return Projection{Name: FewShotExamplesProjection, Tables: []string{"few_shot_examples"}, Handlers: []GroupHandler{
+	return withLoader(Projection{Name: FewShotExamplesProjection, Tables: []string{"few_shot_examples"}, Handlers: []GroupHandler{
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.FewShotCreated) error {
 			n := len(es)
 			versions, at := metaColumns(ms)
@@ -53,7 +53,7 @@ func FewShotExamples() Projection {
 				e.ExampleID, e.Title, e.InputText, e.OutputText, e.Meta, e.IsActive, m.RecordedAt, m.Version)
 			return err
 		}),
-	}, Loaders: []func() Loader{newFewShotsLoader}}
+	}}, newFewShotsLoader)
 }
 
 // fewShotRow is a few_shot_examples row as its loader keeps it.

@@ -22,12 +22,16 @@ const PracticeProjection = "practice"
 
 // SessionProjections project practice sessions.
 func SessionProjections() []Projection {
-	return []Projection{{Name: SessionsProjection, Tables: []string{"practice_sessions", "practice_session_counts", "session_settings", "session_few_shot_links", "session_models", "session_responses"}, Handlers: []GroupHandler{
+	return []Projection{withLoader(Projection{Name: SessionsProjection, Tables: sessionTables, Handlers: []GroupHandler{
 		OnSet(projectSessionsStarted),
 		OnSet(projectTurnsRecorded),
 		OnSet(projectSettingsUpdated),
-	}, Loaders: []func() Loader{newSessionLoader}}}
+	}}, newSessionLoader)}
 }
+
+// sessionTables are the tables of the sessions' handlers, and loader.
+var sessionTables = []string{"practice_sessions", "practice_session_counts", "session_settings", "session_few_shot_links",
+	"session_models", "session_responses"}
 
 // Each handler is one statement (data-modifying CTEs) for any number of
 // events, each of a different session. The session row's version guards

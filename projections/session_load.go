@@ -85,7 +85,7 @@ func newSessionLoader() Loader {
 	return &sessionLoader{sessions: map[int64]*loadedSession{}, counts: map[int64]int64{}, batch: 20_000}
 }
 
-func (l *sessionLoader) Tables() []string { return SessionProjections()[0].Tables }
+func (l *sessionLoader) Tables() []string { return sessionTables }
 
 // Held counts a session as one row (its settings and links with it), and
 // the models and responses not handed over yet.
