@@ -301,11 +301,12 @@ func (r *Replayer) deferIndexes(ctx context.Context, w *replayWorker, table stri
 	rows, err := r.Pool.Query(ctx, `
 		SELECT 'ALTER TABLE ' || $1 || ' DROP CONSTRAINT ' || quote_ident(c.conname),
 		       'ALTER TABLE ' || $1 || ' ADD CONSTRAINT ' || quote_ident(c.conname) || ' ' || pg_get_constraintdef(c.oid)
-		FROM pg_constraint c WHERE c.conrelid = $1::regclass AND c.conindid <> 0
+		FROM pg_constraint c WHERE c.conrelid = $1::regclass AND c.contype IN ('p', 'u', 'x') -- backed by an index
 		UNION ALL
 		SELECT 'DROP INDEX ' || quote_ident($2) || '.' || quote_ident(x.relname), pg_get_indexdef(i.indexrelid)
 		FROM pg_index i JOIN pg_class x ON x.oid = i.indexrelid
-		WHERE i.indrelid = $1::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`,
+		WHERE i.indrelid = $1::regclass
+		  AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conrelid = $1::regclass AND c.conindid = i.indexrelid)`,
 		fresh, w.schema)
 	defs, err := textPairs(rows, err)
 	if err != nil {
