@@ -7,11 +7,13 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 )
 
-// drainingSubscriber delays closing the SQL subscriber until every message it
-// handed out has been acked or nacked. watermill-sql commits a batch's
-// transaction as soon as it is closed, even while a handler is still writing
-// through that transaction; waiting first keeps a half-applied event from
-// being committed on shutdown.
+// drainingSubscriber delays closing the SQL subscriber, and ending its
+// subscriptions' contexts, until every message it handed out has been acked
+// or nacked. watermill-sql commits a batch's transaction as soon as it is
+// closed or its subscription's context ends, even while a handler is still
+// writing through that transaction; waiting first keeps a half-applied event
+// from being committed on shutdown (and the handler from using a transaction
+// being committed: a data race in pgx).
 type drainingSubscriber struct {
 	inner message.Subscriber
 
@@ -29,18 +31,26 @@ func newDrainingSubscriber(inner message.Subscriber) *drainingSubscriber {
 }
 
 // Subscribe forwards the inner subscription, counting messages in flight.
+// The inner subscription's context ends once ctx has ended and the messages
+// in flight are acked or nacked.
 func (d *drainingSubscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	in, err := d.inner.Subscribe(ctx, topic)
+	innerCtx, cancelInner := context.WithCancel(context.WithoutCancel(ctx))
+	in, err := d.inner.Subscribe(innerCtx, topic)
 	if err != nil {
+		cancelInner()
 		return nil, err
 	}
 	out := make(chan *message.Message)
 	go func() {
 		defer close(out)
+		defer cancelInner()
+		defer d.wait()
 		for {
 			var msg *message.Message
 			select {
 			case <-d.closing:
+				return
+			case <-ctx.Done():
 				return
 			case m, ok := <-in:
 				if !ok {
@@ -63,10 +73,22 @@ func (d *drainingSubscriber) Subscribe(ctx context.Context, topic string) (<-cha
 			case <-d.closing:
 				d.end()
 				return
+			case <-ctx.Done():
+				d.end()
+				return
 			}
 		}
 	}()
 	return out, nil
+}
+
+// wait waits until no message handed out is unanswered.
+func (d *drainingSubscriber) wait() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for d.inFlight > 0 {
+		d.idle.Wait()
+	}
 }
 
 func (d *drainingSubscriber) begin() bool {
@@ -96,9 +118,7 @@ func (d *drainingSubscriber) Close() error {
 		d.closed = true
 		close(d.closing)
 	}
-	for d.inFlight > 0 {
-		d.idle.Wait()
-	}
 	d.mu.Unlock()
+	d.wait()
 	return d.inner.Close()
 }
