@@ -201,3 +201,59 @@ func TestWaitingForAProjectionThatHandlesNoneOfTheEvents(t *testing.T) {
 		}
 	}
 }
+
+// A handler still running when the projections shut down finishes in its
+// transaction, which then ends whole: its writes and the offset past its
+// event commit together, or neither does (the event is applied again at the
+// next start). watermill-sql would end the transaction as soon as its
+// subscription's context ended, under the handler's feet (a data race on
+// the connection, or a half-applied event committed).
+func TestShutdownWaitsForTheHandlerRunning(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE drained (id BIGINT)`); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var handlerErr error
+	slow := projections.Projection{Name: "slow", Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			close(entered)
+			<-release
+			_, handlerErr = tx.Exec(ctx, `INSERT INTO drained (id) VALUES ($1)`, e.AgentID)
+			return handlerErr
+		}),
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := projections.NewListener(pool, quiet)
+	r := projections.NewRunner(pool, l, events.NewRegistry(), quiet, slow)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); l.Run(ctx) }()
+	go func() { defer wg.Done(); _ = r.Run(ctx) }()
+
+	appendAgent(t, pool, 7, "Tutor")
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler was not called")
+	}
+	cancel()
+	time.Sleep(200 * time.Millisecond) // time enough to end the transaction early, if it would
+	close(release)
+	wg.Wait()
+
+	if handlerErr != nil {
+		t.Fatalf("the handler's write after shutdown began: %v", handlerErr)
+	}
+	var rows, acked int64
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM drained`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(context.Background(),
+		`SELECT coalesce(max(offset_acked), 0) FROM projection_offsets WHERE consumer_group = 'slow'`).Scan(&acked); err != nil {
+		t.Fatal(err)
+	}
+	if (rows == 1) != (acked != 0) {
+		t.Fatalf("after shutdown: %d rows written, offset %d; want both or neither", rows, acked)
+	}
+}
