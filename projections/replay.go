@@ -388,21 +388,15 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 	var last []TableRows // the loaders' rows once the log is read
 	go func() {
 		defer close(decoded)
-		send := func(pp preparedPage) bool {
-			select {
-			case decoded <- pp:
-				return true
-			case <-stop: // the reader stops when this worker returns
-				return false
-			}
-		}
 		for page := range pages {
 			pp, err := r.decode(w, page)
 			if err != nil {
 				decodeErr = err
 				return
 			}
-			if !send(pp) {
+			select {
+			case decoded <- pp:
+			case <-stop: // the reader stops when this worker returns
 				return
 			}
 		}
@@ -410,15 +404,7 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 			return
 		}
 		// The loaders' last rows, after which the handlers take over.
-		for _, l := range w.loaders {
-			rows, err := l.Rows(true)
-			if err != nil {
-				decodeErr = err
-				return
-			}
-			last = append(last, rows...)
-		}
-		w.loading, w.loaders = nil, nil
+		last, decodeErr = w.loaderRows(true)
 	}()
 	err := r.applyPages(ctx, w, decoded)
 	close(stop)
@@ -446,7 +432,6 @@ func (r *Replayer) finish(ctx context.Context, w *replayWorker, last []TableRows
 				return err
 			}
 			defer conn.Release()
-			table := pgx.Identifier{w.schema, t}.Sanitize()
 			for _, rows := range last {
 				if rows.Table == t {
 					if err := copyRows(gctx, conn, w.schema, []TableRows{rows}); err != nil {
@@ -454,11 +439,7 @@ func (r *Replayer) finish(ctx context.Context, w *replayWorker, last []TableRows
 					}
 				}
 			}
-			finish := append(slices.Clone(w.deferred[t]), "ALTER TABLE "+table+" SET LOGGED", "ANALYZE "+table)
-			if w.loads[t] {
-				finish = append(slices.Clone(w.deferred[t]), "ANALYZE "+table)
-			}
-			for _, q := range finish {
+			for _, q := range w.completion(t) {
 				if _, err := conn.Exec(gctx, q); err != nil {
 					return fmt.Errorf("replay %s: %w", w.p.Name, err)
 				}
@@ -467,6 +448,35 @@ func (r *Replayer) finish(ctx context.Context, w *replayWorker, last []TableRows
 		})
 	}
 	return g.Wait()
+}
+
+// completion is what completes fresh table t once it is filled: the builds
+// of its deferred indexes (a loader's table), SET LOGGED (a handlers' table,
+// created unlogged), and its statistics.
+func (w *replayWorker) completion(t string) []string {
+	table := pgx.Identifier{w.schema, t}.Sanitize()
+	qs := slices.Clone(w.deferred[t])
+	if !w.loads[t] {
+		qs = append(qs, "ALTER TABLE "+table+" SET LOGGED")
+	}
+	return append(qs, "ANALYZE "+table)
+}
+
+// loaderRows is what w's loaders hand over (see Loader.Rows); once final,
+// the handlers apply the loaders' event types.
+func (w *replayWorker) loaderRows(final bool) ([]TableRows, error) {
+	var out []TableRows
+	for _, l := range w.loaders {
+		rows, err := l.Rows(final)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	if final {
+		w.loading, w.loaders = nil, nil
+	}
+	return out, nil
 }
 
 // applyPages applies decoded pages to w's fresh tables in transactions of
@@ -602,17 +612,12 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 	for _, l := range w.loaders {
 		held += l.Held()
 	}
-	for _, l := range w.loaders {
-		rows, err := l.Rows(held > r.LoadLimit)
-		if err != nil {
-			return pp, err
-		}
-		pp.copies = append(pp.copies, rows...)
+	pp.handover = held > r.LoadLimit // the handlers take over from the next page
+	copies, err := w.loaderRows(pp.handover)
+	if err != nil {
+		return pp, err
 	}
-	if held > r.LoadLimit { // the handlers take over from the next page
-		pp.handover = true
-		w.loading, w.loaders = nil, nil
-	}
+	pp.copies = copies
 	slices.SortStableFunc(items, func(a, b item) int {
 		return cmp.Or(cmp.Compare(a.wave, b.wave), cmp.Compare(a.kind, b.kind))
 	})
@@ -661,7 +666,7 @@ func (r *Replayer) apply(ctx context.Context, tx *pipelineTx, w *replayWorker, p
 			if !w.loads[t] {
 				continue
 			}
-			for _, q := range append(w.deferred[t], "ANALYZE "+pgx.Identifier{w.schema, t}.Sanitize()) {
+			for _, q := range w.completion(t) {
 				if _, err := tx.Tx.Exec(ctx, q); err != nil {
 					return err
 				}
