@@ -124,13 +124,14 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 	if err != nil {
 		return aggregates.Session{}, Result{}, err
 	}
+	allocated := s.allocateAhead(ctx, true, len(models), len(models), len(links))
 	turn := s.callModels(ctx, models, primary, prompt, aggregates.EffectiveParams(settings.StylePreset, settings.GenerationParams))
 	turn.Passages = passages
 	if err := aggregates.CheckAnswers(turn.Answers); err != nil {
 		return aggregates.Session{}, Result{}, err
 	}
 
-	ids, err := s.allocate(ctx, true, len(models), len(models), len(links))
+	ids, err := allocated()
 	if err != nil {
 		return aggregates.Session{}, Result{}, err
 	}
@@ -186,6 +187,13 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 	if err != nil {
 		return state, Result{}, err
 	}
+	fresh := 0
+	for _, m := range models {
+		if !known(state, m.Name) {
+			fresh++
+		}
+	}
+	allocated := s.allocateAhead(ctx, false, fresh, len(models), 0)
 	turn := s.callModels(ctx, models, primary, prompt,
 		aggregates.EffectiveParams(state.Settings.StylePreset, state.Settings.GenerationParams))
 	turn.Passages = passages
@@ -193,13 +201,7 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 		return state, Result{}, err
 	}
 
-	fresh := 0
-	for _, m := range models {
-		if !known(state, m.Name) {
-			fresh++
-		}
-	}
-	ids, err := s.allocate(ctx, false, fresh, len(models), 0)
+	ids, err := allocated()
 	if err != nil {
 		return state, Result{}, err
 	}
@@ -325,6 +327,26 @@ func (s *Sessions) callModels(ctx context.Context, refs []aggregates.ModelRef, p
 type sessionIDs struct {
 	session, setting         int64
 	models, responses, links []int64
+}
+
+// allocateAhead draws a turn's ids while its models answer, off the turn's
+// critical path; the returned function waits for them. The ids of a turn
+// that then fails are skipped, as a sequence skips those a rolled-back
+// transaction drew.
+func (s *Sessions) allocateAhead(ctx context.Context, newSession bool, models, responses, links int) func() (sessionIDs, error) {
+	type drawn struct {
+		ids sessionIDs
+		err error
+	}
+	ch := make(chan drawn, 1)
+	go func() {
+		ids, err := s.allocate(ctx, newSession, models, responses, links)
+		ch <- drawn{ids, err}
+	}()
+	return func() (sessionIDs, error) {
+		d := <-ch
+		return d.ids, d.err
+	}
 }
 
 // allocate takes ids from the session sequences in one round trip: a session
