@@ -95,6 +95,9 @@ func newModelEnv(t *testing.T, models ...llm.Model) *env {
 		Models:        cat,
 		ModelOptions:  []llm.Option{llm.WithHTTPClient(&http.Client{})},
 		EventStoreURL: eventStoreURL(t),
+		// As startEnv: the shared service's projections may lag past the
+		// 2 s default while other packages' tests load the cluster.
+		ConsistencyWait: testConsistencyWait,
 	})
 	if err != nil {
 		t.Fatalf("service.New: %v", err)
