@@ -22,6 +22,10 @@ type pipelineTx struct {
 	limit   int      // flush once this many statements are queued
 }
 
+// defaultPipeline is how many statements a pipelineTx queues before it
+// sends them, unless told otherwise.
+const defaultPipeline = 1000
+
 func newPipelineTx(tx pgx.Tx, limit int) *pipelineTx {
 	t := &pipelineTx{limit: limit}
 	t.sendFirst = sendFirst{Tx: tx, send: t.flush}

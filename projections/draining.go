@@ -22,6 +22,9 @@ type drainingSubscriber struct {
 	inFlight int
 	closed   bool
 	closing  chan struct{}
+
+	closeInner sync.Once
+	closeErr   error
 }
 
 func newDrainingSubscriber(inner message.Subscriber) *drainingSubscriber {
@@ -111,7 +114,10 @@ func (d *drainingSubscriber) end() {
 }
 
 // Close stops handing out messages, waits for those in flight, then closes
-// the inner subscriber.
+// the inner subscriber. Every call returns once the inner subscriber is
+// closed, which watermill-sql's is only once its poll under way has ended
+// (a live batch being applied: batchTx): the router closes subscribers
+// without waiting, so the runner calls Close again to wait.
 func (d *drainingSubscriber) Close() error {
 	d.mu.Lock()
 	if !d.closed {
@@ -120,5 +126,6 @@ func (d *drainingSubscriber) Close() error {
 	}
 	d.mu.Unlock()
 	d.wait()
-	return d.inner.Close()
+	d.closeInner.Do(func() { d.closeErr = d.inner.Close() })
+	return d.closeErr
 }

@@ -15,13 +15,13 @@ import (
 // Handler applies one event inside the projection's transaction.
 //
 // A handler expresses its idempotence guards in SQL (ON CONFLICT, version
-// conditions), not by reading the result of an Exec: a replay defers Exec
-// and SendBatch into one pipelined batch, where their results are empty.
-// Query and QueryRow run at once in both modes.
+// conditions), not by reading the result of an Exec: a replay and a live
+// batch (batchTx) defer Exec and SendBatch into one pipelined batch, where
+// their results are empty. Query and QueryRow run at once in every mode.
 //
 // A handler reads and writes only the rows of its event's stream (a counter
-// shared by streams only adds): a replay applies the events of different
-// streams out of log order, each stream's in order (see Replayer).
+// shared by streams only adds): a replay and a live batch apply the events
+// of different streams out of log order, each stream's in order (sets.go).
 type Handler[T events.Event] func(ctx context.Context, tx pgx.Tx, m events.Meta, e T) error
 
 // On adapts a typed handler to Watermill's group handler: it takes the
@@ -38,10 +38,12 @@ type typedHandler[T events.Event] struct{ h Handler[T] }
 func (t typedHandler[T]) NewEvent() any { return new(T) }
 
 func (t typedHandler[T]) Handle(ctx context.Context, event any) error {
-	tx, err := txFrom(ctx)
-	if err != nil {
-		return err
-	}
+	return handle(ctx, t, event)
+}
+
+// handle applies one event Watermill delivered with h, or collects it for
+// the live batch it belongs to (batchTx).
+func handle(ctx context.Context, h replayable, event any) error {
 	msg := cqrs.OriginalMessageFromCtx(ctx)
 	if msg == nil {
 		return errors.New("projection: no message in context")
@@ -50,7 +52,15 @@ func (t typedHandler[T]) Handle(ctx context.Context, event any) error {
 	if err != nil {
 		return err
 	}
-	return t.apply(ctx, tx, m, event)
+	if b := batchFrom(ctx); b != nil {
+		b.collect(setItem{h: h, typ: marshaler{}.NameFromMessage(msg), stream: m.StreamID, m: m, e: event})
+		return nil
+	}
+	tx, err := txFrom(ctx)
+	if err != nil {
+		return err
+	}
+	return h.applyAll(ctx, tx, []events.Meta{m}, []any{event})
 }
 
 func (t typedHandler[T]) apply(ctx context.Context, tx pgx.Tx, m events.Meta, event any) error {
@@ -96,11 +106,7 @@ func metaColumns(ms []events.Meta) (versions []int64, at []time.Time) {
 func (s setHandler[T]) NewEvent() any { return new(T) }
 
 func (s setHandler[T]) Handle(ctx context.Context, event any) error {
-	return typedHandler[T]{h: s.one}.Handle(ctx, event)
-}
-
-func (s setHandler[T]) one(ctx context.Context, tx pgx.Tx, m events.Meta, e T) error {
-	return s.h(ctx, tx, []events.Meta{m}, []T{e})
+	return handle(ctx, s, event)
 }
 
 func (s setHandler[T]) applyAll(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []any) error {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -59,7 +60,13 @@ type waker struct {
 	group string
 	types map[string]bool // the event types it handles
 	ch    chan struct{}
+	// appended: an append of a type it handles was announced since it last
+	// asked (tookAppended); a nudge does not say so.
+	appended atomic.Bool
 }
+
+// tookAppended reports whether an append was announced since the last call.
+func (w *waker) tookAppended() bool { return w.appended.Swap(false) }
 
 func (w *waker) signal() {
 	select {
@@ -68,13 +75,13 @@ func (w *waker) signal() {
 	}
 }
 
-// Wake returns a channel that receives (without blocking the sender) after
-// every committed append of one of the given event types (or of types not
-// known), a missed signal kept until read, and the function that stops it (a
-// restarted projection asks for a new one). WaitFor signals it too when it
-// waits for group: the projection then moves its offset past events it does
-// not handle, which no append of theirs woke it for.
-func (l *Listener) Wake(group string, types []string) (<-chan struct{}, func()) {
+// wake returns a waker whose channel receives (without blocking the sender)
+// after every committed append of one of the given event types (or of types
+// not known), a missed signal kept until read, and the function that stops
+// it (a restarted projection asks for a new one). WaitFor signals it too
+// when it waits for group: the projection then moves its offset past events
+// it does not handle, which no append of theirs woke it for.
+func (l *Listener) wake(group string, types []string) (*waker, func()) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w := &waker{group: group, types: map[string]bool{}, ch: make(chan struct{}, 1)}
@@ -82,7 +89,7 @@ func (l *Listener) Wake(group string, types []string) (<-chan struct{}, func()) 
 		w.types[t] = true
 	}
 	l.wakers = append(l.wakers, w)
-	return w.ch, func() {
+	return w, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.wakers = slices.DeleteFunc(l.wakers, func(c *waker) bool { return c == w })
@@ -101,6 +108,7 @@ func (l *Listener) wakeFor(types []string) {
 	defer l.mu.Unlock()
 	for _, w := range l.wakers {
 		if types == nil || slices.ContainsFunc(types, func(t string) bool { return w.types[t] }) {
+			w.appended.Store(true)
 			w.signal()
 		}
 	}

@@ -40,8 +40,15 @@ func start(t *testing.T, pool *pgxpool.Pool, maxAttempts int, ps ...projections.
 
 func appendAgent(t *testing.T, pool *pgxpool.Pool, id int64, name string) eventstore.Position {
 	t.Helper()
+	return appendAgentAt(t, pool, id, name, eventstore.NoStream)
+}
+
+// appendAgentAt appends an agent.created event to the agent's stream at the
+// expected version.
+func appendAgentAt(t *testing.T, pool *pgxpool.Pool, id int64, name string, expected eventstore.ExpectedVersion) eventstore.Position {
+	t.Helper()
 	data, _ := json.Marshal(events.AgentCreated{AgentID: id, OwnerID: 1, Name: name, SystemPrompt: "p", IsActive: true})
-	res, err := postgres.New(pool, nil).Append(context.Background(), eventstore.StreamName("agent", id), eventstore.NoStream,
+	res, err := postgres.New(pool, nil).Append(context.Background(), eventstore.StreamName("agent", id), expected,
 		[]eventstore.EventData{{ID: uuid.New(), Type: "agent.created", SchemaVersion: 1, Data: data, RecordedAt: time.Now()}})
 	if err != nil {
 		t.Fatal(err)
@@ -142,22 +149,7 @@ func TestPoisonEventStopsItsProjection(t *testing.T) {
 	// The other projection is not held up.
 	waitFor(t, l, after, projections.AgentsProjection)
 
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var stalled bool
-		for _, s := range r.Statuses() {
-			if s.Name == "picky" && s.Stalled && s.Error != "" {
-				stalled = true
-			}
-		}
-		if stalled {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("projection not reported stalled: %+v", r.Statuses())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	awaitStall(t, r, "picky")
 	time.Sleep(300 * time.Millisecond) // would a stopped projection still move on?
 	var ids []int64
 	rows, _ := pool.Query(context.Background(), `SELECT agent_id FROM seen ORDER BY agent_id`)
@@ -223,24 +215,9 @@ func TestShutdownWaitsForTheHandlerRunning(t *testing.T) {
 			return handlerErr
 		}),
 	}}
-	ctx, cancel := context.WithCancel(context.Background())
-	l := projections.NewListener(pool, quiet)
-	r := projections.NewRunner(pool, l, events.NewRegistry(), quiet, slow)
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); l.Run(ctx) }()
-	go func() { defer wg.Done(); _ = r.Run(ctx) }()
-
 	appendAgent(t, pool, 7, "Tutor")
-	select {
-	case <-entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the handler was not called")
-	}
-	cancel()
-	time.Sleep(200 * time.Millisecond) // time enough to end the transaction early, if it would
-	close(release)
-	wg.Wait()
+	shutdown := run(pool, slow)
+	shutdownWhileHeld(t, shutdown, entered, release)
 
 	if handlerErr != nil {
 		t.Fatalf("the handler's write after shutdown began: %v", handlerErr)

@@ -1,7 +1,6 @@
 package projections
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -141,7 +140,7 @@ func (r *Replayer) defaults() {
 		r.TxEvents = 2000
 	}
 	if r.Pipeline <= 0 {
-		r.Pipeline = 1000
+		r.Pipeline = defaultPipeline
 	}
 	if r.LoadLimit <= 0 {
 		r.LoadLimit = 500_000
@@ -552,16 +551,6 @@ type preparedPage struct {
 	last     eventstore.Position // the page's last event
 }
 
-// eventSet is events of one type, each of a different stream, applied by
-// one call of their handler.
-type eventSet struct {
-	h      replayable
-	ms     []events.Meta
-	es     []any
-	typ    string
-	leader string // the first event's id, to name the set in errors
-}
-
 // decode decodes the events of page that w handles, and sorts them into
 // sets: events of different streams are applied out of log order, set-wise,
 // the first event of each stream in the page, then the second, and so on,
@@ -575,14 +564,7 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 		return pp, nil
 	}
 	pp.last = page[len(page)-1].Position
-	type item struct {
-		wave, kind int // kind: the order of the type's first appearance
-		rec        *eventstore.RecordedEvent
-		e          any
-	}
-	items := make([]item, 0, len(page))
-	waves := map[string]int{}
-	kinds := map[string]int{}
+	items := make([]setItem, 0, len(page))
 	for i := range page {
 		rec := &page[i]
 		h, ok := w.handlers[rec.Type]
@@ -600,13 +582,7 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 			pp.loaded++
 			continue
 		}
-		kind, ok := kinds[rec.Type]
-		if !ok {
-			kind = len(kinds)
-			kinds[rec.Type] = kind
-		}
-		items = append(items, item{wave: waves[rec.StreamID], kind: kind, rec: rec, e: e})
-		waves[rec.StreamID]++
+		items = append(items, setItem{h: h, typ: rec.Type, stream: rec.StreamID, m: events.MetaOf(*rec), e: e})
 	}
 	held := 0
 	for _, l := range w.loaders {
@@ -618,37 +594,17 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 		return pp, err
 	}
 	pp.copies = copies
-	slices.SortStableFunc(items, func(a, b item) int {
-		return cmp.Or(cmp.Compare(a.wave, b.wave), cmp.Compare(a.kind, b.kind))
-	})
-	for len(items) > 0 {
-		n := 1
-		for n < len(items) && items[n].wave == items[0].wave && items[n].kind == items[0].kind {
-			n++
-		}
-		set := eventSet{h: w.handlers[items[0].rec.Type], ms: make([]events.Meta, n), es: make([]any, n),
-			typ: items[0].rec.Type, leader: items[0].rec.ID.String()}
-		for i, it := range items[:n] {
-			set.ms[i], set.es[i] = events.MetaOf(*it.rec), it.e
-		}
-		pp.sets = append(pp.sets, set)
-		items = items[n:]
-	}
+	pp.sets = groupSets(items)
 	return pp, nil
 }
 
 // apply applies a prepared page; events w does not handle only move its
 // position.
 func (r *Replayer) apply(ctx context.Context, tx *pipelineTx, w *replayWorker, pp preparedPage) error {
-	for _, set := range pp.sets {
-		tx.current = set.leader
-		if n := len(set.es); n > 1 {
-			tx.current += fmt.Sprintf(" (or one of %d more %s events)", n-1, set.typ)
-		}
-		if err := set.h.applyAll(ctx, tx, set.ms, set.es); err != nil {
-			return fmt.Errorf("event %s: %w", tx.current, err)
-		}
-		w.applied += int64(len(set.es))
+	n, err := applySets(ctx, tx, pp.sets)
+	w.applied += int64(n)
+	if err != nil {
+		return err
 	}
 	if len(pp.copies) > 0 {
 		if err := tx.flush(ctx); err != nil {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -42,6 +43,9 @@ func txFrom(ctx context.Context) (pgx.Tx, error) {
 	wtx, ok := wsql.TxFromContext(ctx)
 	if !ok {
 		return nil, errors.New("projection: no transaction in context")
+	}
+	if bt, ok := wtx.(*batchTx); ok {
+		return bt.Tx, nil
 	}
 	ptx, ok := wtx.(*wsql.PgxTx)
 	if !ok {
@@ -240,11 +244,19 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 		handled[name] = true
 		types = append(types, name)
 	}
-	wake, unwake := r.listener.Wake(p.Name, types)
+	wake, unwake := r.listener.wake(p.Name, types)
+	var mode *batchMode // nil: every event on its own
+	if batchable(p) {
+		mode = &batchMode{timeout: r.AttemptTimeout}
+	}
 	var once sync.Once
+	var draining atomic.Pointer[drainingSubscriber]
 	stop := func() error {
 		once.Do(func() { close(closing) })
 		err := router.Close()
+		if d := draining.Load(); d != nil { // the router does not wait for it
+			err = errors.Join(err, d.Close())
+		}
 		unwake()
 		return err
 	}
@@ -261,19 +273,26 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 			// No ack deadline: on expiry watermill-sql would commit while the
 			// handler still runs. Each attempt has its own timeout instead.
 			noDeadline := time.Duration(0)
-			sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(r.pool), wsql.SubscriberConfig{
+			beginner := wsql.BeginnerFromPgx(r.pool)
+			var schema wsql.SchemaAdapter = postgres.NewSchema(pollBatch)
+			if mode != nil {
+				beginner, schema = newBatchBeginner(r.pool, mode), newModeSchema(pollBatch, mode)
+			}
+			sub, err := wsql.NewSubscriber(beginner, wsql.SubscriberConfig{
 				ConsumerGroup:  params.EventGroupName,
-				SchemaAdapter:  postgres.NewSchema(100),
+				SchemaAdapter:  schema,
 				OffsetsAdapter: postgres.NewOffsets(),
 				AckDeadline:    &noDeadline,
 				ResendInterval: 50 * time.Millisecond,
-				BackoffManager: &wakeBackoff{wake: wake, closing: closing, fallback: r.Fallback, retry: time.Second,
+				BackoffManager: &wakeBackoff{waker: wake, closing: closing, fallback: r.Fallback, retry: time.Second,
 					logger: r.logger, probe: r.prober(params.EventGroupName, types)},
 			}, wlog)
 			if err != nil {
 				return nil, err
 			}
-			return newDrainingSubscriber(sub), nil
+			d := newDrainingSubscriber(sub)
+			draining.Store(d)
+			return d, nil
 		},
 		AckOnUnknownEvent: true,
 		Marshaler:         marshaler{registry: r.registry},
@@ -288,9 +307,14 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	return router, stop, nil
 }
 
+// pollBatch is the most events one poll reads.
+const pollBatch = 100
+
 // attempts runs each delivery inside a savepoint, so a failed attempt leaves
 // nothing behind, and retries it; an event that keeps failing stops its
-// projection loudly instead of being skipped.
+// projection loudly instead of being skipped. In a live batch (batchTx) an
+// event is only collected: a failure abandons the batch, which is then
+// polled again carefully, one event at a time, through this path.
 //
 // The savepoint goes with the handler's first statement (savepointTx), and
 // a successful event's savepoint is not released on its own: the next
@@ -304,6 +328,17 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 				return h(msg) // acked as not this projection's: nothing to protect
 			}
 			ctx := msg.Context()
+			if bt, ok := batchOf(ctx); ok {
+				if bt.failed == nil {
+					msg.SetContext(context.WithValue(ctx, batchKey{}, bt))
+					_, err := h(msg)
+					msg.SetContext(ctx)
+					if err != nil {
+						bt.fail(fmt.Errorf("event %s: %w", msg.UUID, err))
+					}
+				}
+				return nil, nil // acked: the batch's outcome comes with the offset's update
+			}
 			tx, err := txFrom(ctx)
 			if err != nil {
 				return nil, err
@@ -366,6 +401,28 @@ func (r *Runner) stall(name string, msg *message.Message, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.status[name] = &Status{Name: name, Stalled: true, Error: err.Error(), EventID: msg.UUID}
+}
+
+// batchOf returns the live batch a delivery belongs to, if it is batched.
+func batchOf(ctx context.Context) (*batchTx, bool) {
+	wtx, _ := wsql.TxFromContext(ctx)
+	bt, ok := wtx.(*batchTx)
+	return bt, ok && bt.batched
+}
+
+// batchable reports whether p's events may be applied in live batches: its
+// handlers follow the rule a replay relies on (it has tables to replay, and
+// every handler can apply sets).
+func batchable(p Projection) bool {
+	if !Replayable(p) {
+		return false
+	}
+	for _, h := range p.Handlers {
+		if _, ok := h.(replayable); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // GroupHandler is one event handler of a projection (see On).

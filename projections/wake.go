@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"time"
@@ -19,8 +20,12 @@ import (
 // up. So the subscriber polls only when a cheap read-only probe sees an event
 // the projection handles (see lookahead); events it does not handle are
 // skipped by moving its offset, without a poll.
+//
+// After a poll that read events, one that handles events announced
+// meanwhile polls again at once: under a steady stream of appends the probe
+// would only ever say so, a round trip per poll.
 type wakeBackoff struct {
-	wake     <-chan struct{} // a committed append (notification)
+	waker    *waker // a committed append (notification), or a nudge
 	closing  <-chan struct{}
 	fallback time.Duration // probe this often without notifications
 	retry    time.Duration // after a failed poll
@@ -49,15 +54,32 @@ const lastQuickProbe = 32 * time.Millisecond
 
 // HandleError is called after every poll; it returns how long the
 // subscriber waits before the next one.
-func (b *wakeBackoff) HandleError(_ watermill.LoggerAdapter, _ bool, err error) time.Duration {
+func (b *wakeBackoff) HandleError(_ watermill.LoggerAdapter, noMsg bool, err error) time.Duration {
+	if errors.Is(err, errCareful) {
+		b.logger.Warn("projection batch failed; polling its events again one at a time", "error", err)
+		return 0
+	}
 	if err != nil {
+		select {
+		case <-b.closing: // a poll cut short by the shutdown: nothing failed
+			return 0
+		default:
+		}
 		b.logger.Error("projection query failed", "error", err)
 		return b.retry
+	}
+	if !noMsg && b.waker.tookAppended() {
+		select { // the signal that said so
+		case <-b.waker.ch:
+		default:
+		}
+		return 0
 	}
 	var quick time.Duration // the next re-probe while events wait behind the horizon
 	for {
 		switch b.probe() {
 		case due:
+			b.waker.appended.Store(false) // announced before this poll: it reads them
 			return 0
 		case behindHorizon:
 			quick = min(max(2*quick, time.Millisecond), lastQuickProbe)
@@ -70,7 +92,7 @@ func (b *wakeBackoff) HandleError(_ watermill.LoggerAdapter, _ bool, err error) 
 		}
 		t := time.NewTimer(wait)
 		select {
-		case <-b.wake:
+		case <-b.waker.ch:
 			quick = 0
 		case <-t.C:
 		case <-b.closing:

@@ -132,3 +132,37 @@ func TestProbe(t *testing.T) {
 		t.Fatalf("the horizon passed the event: %v, want due", got)
 	}
 }
+
+// After a poll that read events, an append announced meanwhile (not a
+// nudge) sends the subscriber straight back to polling; otherwise it probes
+// first.
+func TestBackoffPollsAgainAfterAnAnnouncedAppend(t *testing.T) {
+	l := NewListener(nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w, stop := l.wake("g", []string{"agent.created"})
+	defer stop()
+	probes := 0
+	b := &wakeBackoff{waker: w, closing: make(chan struct{}), fallback: time.Hour,
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil)), probe: func() lookahead { probes++; return due }}
+
+	l.WakeLocal([]string{"agent.created"})
+	if wait := b.HandleError(nil, false, nil); wait != 0 || probes != 0 {
+		t.Fatalf("after an announced append: wait %v, %d probes; want to poll at once, unprobed", wait, probes)
+	}
+	select {
+	case <-w.ch:
+		t.Fatal("the announcement's signal was left to wake a probe")
+	default:
+	}
+	l.nudge([]string{"g"})
+	if b.HandleError(nil, false, nil); probes != 1 {
+		t.Errorf("after a nudge: %d probes, want 1", probes)
+	}
+	l.WakeLocal([]string{"user.signed_up"}) // not a type it handles
+	if b.HandleError(nil, false, nil); probes != 2 {
+		t.Errorf("after another projection's append: %d probes, want 1 more", probes)
+	}
+	l.WakeLocal([]string{"agent.created"})
+	if b.HandleError(nil, true, nil); probes != 3 {
+		t.Errorf("after an empty poll: %d probes, want 1 more", probes)
+	}
+}

@@ -1,0 +1,213 @@
+package projections
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/eventstore/postgres"
+)
+
+// Live batches: a poll's events applied set-wise.
+//
+// watermill-sql hands a poll's events to the handlers one at a time, and a
+// handler that wrote at once would cost a round trip (and a savepoint) per
+// event. A projection whose handlers all follow the replay's rule (Handler:
+// each touches only its stream's rows) instead has its poll transaction
+// collect the decoded events while Watermill delivers them, and apply them
+// when the subscriber goes on to acknowledge the batch: set-wise, as a replay
+// does (groupSets), in one pipelined round trip together with the offset's
+// update. The rows and the offset still commit together.
+//
+// A batch that fails (a handler's error, a statement the database refuses)
+// is rolled back whole, and the projection polls its events again in
+// careful mode: one event a poll, under a savepoint, with the retries and the
+// poison stop of Runner.attempts, so that every event before a poison one is
+// committed. Once as many careful polls as the batch held have committed,
+// the projection is back to batches.
+
+// errCareful ends a live batch that failed: its transaction is rolled back
+// and the same events are polled again, one at a time.
+var errCareful = errors.New("projection batch failed; applying its events one at a time")
+
+// batchMode is one projection's choice between batches and careful polls.
+type batchMode struct {
+	careful atomic.Int64  // careful polls owed
+	timeout time.Duration // bounds applying a batch
+}
+
+// modeSchema reads a batch of events a poll, or one in careful mode.
+type modeSchema struct {
+	postgres.Schema
+	one  postgres.Schema
+	mode *batchMode
+}
+
+func newModeSchema(batch int, mode *batchMode) modeSchema {
+	return modeSchema{Schema: postgres.NewSchema(batch), one: postgres.NewSchema(1), mode: mode}
+}
+
+func (s modeSchema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, error) {
+	if s.mode.careful.Load() > 0 {
+		return s.one.SelectQuery(params)
+	}
+	return s.Schema.SelectQuery(params)
+}
+
+// batchBeginner begins a projection's poll transactions (batchTx).
+type batchBeginner struct {
+	wsql.Beginner
+	mode *batchMode
+}
+
+func newBatchBeginner(pool *pgxpool.Pool, mode *batchMode) batchBeginner {
+	return batchBeginner{Beginner: wsql.BeginnerFromPgx(pool), mode: mode}
+}
+
+func (b batchBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.Tx, error) {
+	inner, err := b.Beginner.BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	ptx, ok := inner.(*wsql.PgxTx)
+	if !ok {
+		_ = inner.Rollback()
+		return nil, fmt.Errorf("projection: watermill-sql began a %T, not a pgx transaction", inner)
+	}
+	return &batchTx{Tx: ptx.Tx, ctx: ctx, mode: b.mode, batched: b.mode.careful.Load() == 0}, nil
+}
+
+// batchTx is a projection's poll transaction. Batched, it collects the
+// events the handlers are given (collect) and applies them before the
+// subscriber's next statement (the offset's update) or the commit; careful,
+// handlers write through it at once.
+type batchTx struct {
+	pgx.Tx
+	ctx     context.Context // the poll's
+	mode    *batchMode
+	batched bool
+	items   []setItem
+	// collected counts the events taken, applied or not.
+	collected int
+	failed    error // why the batch cannot commit
+}
+
+// collect takes an event for the batch.
+func (t *batchTx) collect(it setItem) {
+	t.items = append(t.items, it)
+	t.collected++
+}
+
+// fail abandons the batch: the subscriber's next statement reports err.
+func (t *batchTx) fail(err error) {
+	if t.failed == nil {
+		t.failed = err
+	}
+}
+
+// apply applies the collected events, then sends q (the subscriber's own
+// statement, if any) in the same round trip. It finishes on a context of its
+// own (bounded by the mode's timeout): a batch under way at shutdown is
+// applied and committed, not cut short.
+func (t *batchTx) apply(ctx context.Context, q string, args ...any) error {
+	if t.failed != nil {
+		return t.giveUp(t.failed)
+	}
+	if len(t.items) == 0 {
+		if q == "" {
+			return nil
+		}
+		_, err := t.Tx.Exec(ctx, q, args...)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.mode.timeout)
+	defer cancel()
+	items := t.items
+	t.items = nil
+	ptx := newPipelineTx(t.Tx, defaultPipeline)
+	if _, err := applySets(ctx, ptx, groupSets(items)); err != nil {
+		return t.giveUp(err)
+	}
+	if q != "" {
+		ptx.current = "(the offset's update)"
+		if _, err := ptx.Exec(ctx, q, args...); err != nil {
+			return t.giveUp(err)
+		}
+	}
+	if err := ptx.flush(ctx); err != nil {
+		return t.giveUp(err)
+	}
+	return nil
+}
+
+// applyPending applies, in a batch, what is collected and not yet applied.
+func (t *batchTx) applyPending(ctx context.Context) error {
+	if !t.batched {
+		return nil
+	}
+	return t.apply(ctx, "")
+}
+
+func (t *batchTx) giveUp(err error) error {
+	t.failed = err
+	t.mode.careful.Store(int64(max(t.collected, 1)))
+	return fmt.Errorf("%w: %w", errCareful, err)
+}
+
+func (t *batchTx) ExecContext(ctx context.Context, q string, args ...any) (wsql.Result, error) {
+	if !t.batched {
+		tag, err := t.Tx.Exec(ctx, q, args...)
+		return wsql.PgxResult{CommandTag: tag}, err
+	}
+	// What the statement affected goes only to watermill-sql's trace log.
+	return wsql.PgxResult{}, t.apply(ctx, q, args...)
+}
+
+func (t *batchTx) QueryContext(ctx context.Context, q string, args ...any) (wsql.Rows, error) {
+	if err := t.applyPending(ctx); err != nil {
+		return nil, err
+	}
+	rows, err := t.Tx.Query(ctx, q, args...)
+	return wsql.PgxRows{Rows: rows}, err
+}
+
+// Commit applies what is still collected, then commits (a batch, even once
+// the poll's context has ended: see apply); a careful poll that commits
+// counts towards the projection's return to batches.
+func (t *batchTx) Commit() error {
+	ctx := t.ctx
+	if t.batched {
+		ctx = context.WithoutCancel(ctx)
+	}
+	if err := t.applyPending(ctx); err != nil {
+		_ = t.Tx.Rollback(ctx)
+		return err
+	}
+	if err := t.Tx.Commit(ctx); err != nil {
+		return err
+	}
+	if !t.batched && t.mode.careful.Add(-1) < 0 {
+		t.mode.careful.Store(0)
+	}
+	return nil
+}
+
+func (t *batchTx) Rollback() error {
+	t.items = nil
+	return t.Tx.Rollback(context.WithoutCancel(t.ctx))
+}
+
+// batchKey carries, in a message's context, the batch collecting its event.
+type batchKey struct{}
+
+func batchFrom(ctx context.Context) *batchTx {
+	t, _ := ctx.Value(batchKey{}).(*batchTx)
+	return t
+}

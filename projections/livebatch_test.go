@@ -1,0 +1,275 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/events"
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
+	"lectern/pgtest"
+	"lectern/projections"
+)
+
+// appendVersions appends n agent.created events to each of the given
+// agents' streams, interleaved across streams, and returns the last position.
+func appendVersions(t *testing.T, pool *pgxpool.Pool, agents []int64, n int) eventstore.Position {
+	t.Helper()
+	var last eventstore.Position
+	for v := range n {
+		for _, id := range agents {
+			last = appendAgentAt(t, pool, id, fmt.Sprintf("v%d", v+1), eventstore.Exact(int64(v)))
+		}
+	}
+	return last
+}
+
+// A projection whose handlers follow the replay's rule takes a poll's events
+// as sets: one call for events of different streams, each stream's events
+// in their order, every event applied once.
+func TestLiveBatchAppliesEventsSetWise(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE batched (seq BIGSERIAL, stream TEXT NOT NULL, version BIGINT NOT NULL, UNIQUE (stream, version))`)
+	var mu sync.Mutex
+	var calls [][]events.Meta
+	p := projections.Projection{Name: "batched", Tables: []string{"batched"}, Handlers: []projections.GroupHandler{
+		projections.OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.AgentCreated) error {
+			mu.Lock()
+			calls = append(calls, ms)
+			mu.Unlock()
+			streams, versions := make([]string, len(ms)), make([]int64, len(ms))
+			for i, m := range ms {
+				streams[i], versions[i] = m.StreamID, m.Version
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO batched (stream, version) SELECT * FROM unnest($1::text[], $2::bigint[]) ORDER BY 1`, streams, versions)
+			return err
+		}),
+	}}
+	// Written before the projection starts: its first poll reads them all.
+	last := appendVersions(t, pool, []int64{1, 2, 3, 4, 5}, 4)
+	awaitVisible(t, pool)
+	l, _ := start(t, pool, 5, p)
+	waitFor(t, l, last, "batched")
+
+	rows, err := pool.Query(context.Background(), `SELECT stream, version FROM batched ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type applied struct {
+		Stream  string
+		Version int64
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[applied])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 20 {
+		t.Fatalf("applied %d events, want 20: %v", len(got), got)
+	}
+	next := map[string]int64{}
+	for _, a := range got {
+		if a.Version != next[a.Stream]+1 {
+			t.Fatalf("%s version %d applied after version %d: %v", a.Stream, a.Version, next[a.Stream], got)
+		}
+		next[a.Stream] = a.Version
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	widest := 0
+	for _, ms := range calls {
+		widest = max(widest, len(ms))
+		seen := map[string]bool{}
+		for _, m := range ms {
+			if seen[m.StreamID] {
+				t.Errorf("one call held two events of %s", m.StreamID)
+			}
+			seen[m.StreamID] = true
+		}
+	}
+	if widest < 2 {
+		t.Errorf("the handler was called with one event at a time (%d calls): not batched", len(calls))
+	}
+}
+
+// A batch the database refuses is rolled back whole and its events are
+// applied again one at a time, each exactly once.
+func TestLiveBatchRefusedIsAppliedOneAtATime(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE applied (event_id TEXT NOT NULL UNIQUE, agent_id BIGINT NOT NULL)`)
+	var mu sync.Mutex
+	attempts := map[int64]int{}
+	p := projections.Projection{Name: "flaky_batch", Tables: []string{"applied"}, Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			mu.Lock()
+			attempts[e.AgentID]++
+			first := attempts[e.AgentID] == 1
+			mu.Unlock()
+			if _, err := tx.Exec(ctx, `INSERT INTO applied VALUES ($1, $2)`, m.EventID, e.AgentID); err != nil {
+				return err
+			}
+			if e.AgentID == 3 && first {
+				_, err := tx.Exec(ctx, `SELECT 1/0`) // refused when the batch is sent
+				return err
+			}
+			return nil
+		}),
+	}}
+	last := appendVersions(t, pool, []int64{1, 2, 3, 4, 5}, 1)
+	l, _ := start(t, pool, 5, p)
+	waitFor(t, l, last, "flaky_batch")
+	var rows, distinct int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT agent_id) FROM applied`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 5 || distinct != 5 {
+		t.Errorf("applied %d rows for %d agents, want 5 for 5", rows, distinct)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if attempts[3] < 2 {
+		t.Errorf("agent 3 was attempted %d times: the refused batch was not applied again", attempts[3])
+	}
+}
+
+// A poison event in a batch stops its projection just before it: the events
+// before it in the same batch are applied and committed, none after it.
+func TestLiveBatchPoisonEventStopsItsProjection(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL, name TEXT NOT NULL CHECK (name <> 'poison'))`)
+	p := projections.Projection{Name: "picky_batch", Tables: []string{"seen"}, Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1, $2)`, e.AgentID, e.Name)
+			return err
+		}),
+	}}
+	appendAgent(t, pool, 1, "fine")
+	before := appendAgent(t, pool, 2, "fine")
+	appendAgent(t, pool, 3, "poison")
+	appendAgent(t, pool, 4, "fine")
+	l, r := start(t, pool, 2, p)
+
+	awaitStall(t, r, "picky_batch")
+	time.Sleep(300 * time.Millisecond) // would a stopped projection still move on?
+	rows, _ := pool.Query(context.Background(), `SELECT agent_id FROM seen ORDER BY agent_id`)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || ids[0] != 1 || ids[1] != 2 {
+		t.Errorf("applied agents %v, want [1 2]: those before the poison event, none after", ids)
+	}
+	if got := l.Position("picky_batch"); got != before {
+		t.Errorf("committed %v, want %v (just before the poison event)", got, before)
+	}
+}
+
+// A batch being applied when the projections shut down is applied and
+// committed whole, with its offset.
+func TestShutdownFinishesTheBatchUnderWay(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE drained (id BIGINT)`)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	p := projections.Projection{Name: "slow_batch", Tables: []string{"drained"}, Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			once.Do(func() { close(entered); <-release })
+			_, err := tx.Exec(ctx, `INSERT INTO drained (id) VALUES ($1)`, e.AgentID)
+			return err
+		}),
+	}}
+	appendAgent(t, pool, 7, "Tutor")
+	last := appendAgent(t, pool, 8, "Tutor")
+	awaitVisible(t, pool)
+	shutdown := run(pool, p)
+	shutdownWhileHeld(t, shutdown, entered, release)
+
+	var rows int64
+	var committed string
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM drained`).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(context.Background(),
+		`SELECT last_processed_transaction_id::text || '-' || offset_acked FROM projection_offsets WHERE consumer_group = 'slow_batch'`).Scan(&committed); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 2 || committed != last.String() {
+		t.Fatalf("after shutdown: %d rows, offset %s; want 2 rows and offset %s", rows, committed, last)
+	}
+}
+
+// awaitVisible waits until every event appended so far is visible to a poll,
+// so that a projection started next takes them in its first poll: a
+// transaction of another test's database, open between two appends, would
+// hold the cluster's pg_snapshot_xmin horizon back between them.
+func awaitVisible(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := postgres.New(pool, nil).LogEnd(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitStall waits until the runner reports the projection stopped at an
+// event, with the error.
+func awaitStall(t *testing.T, r *projections.Runner, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		for _, s := range r.Statuses() {
+			if s.Name == name && s.Stalled && s.Error != "" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("projection %s not reported stalled: %+v", name, r.Statuses())
+		}
+	}
+}
+
+// shutdownWhileHeld waits until a handler has entered (and holds on until
+// release is closed), begins the shutdown, and lets the handler go on 200 ms
+// later: time enough for the shutdown to cut its work short, if it would.
+func shutdownWhileHeld(t *testing.T, shutdown func(during func()), entered, release chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler was not called")
+	}
+	shutdown(func() {
+		time.Sleep(200 * time.Millisecond)
+		close(release)
+	})
+}
+
+// run starts a listener and the projections; shutdown ends them, calls
+// during (while they stop), and returns once they have stopped.
+func run(pool *pgxpool.Pool, ps ...projections.Projection) (shutdown func(during func())) {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := projections.NewListener(pool, quiet)
+	r := projections.NewRunner(pool, l, events.NewRegistry(), quiet, ps...)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); l.Run(ctx) }()
+	go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	return func(during func()) {
+		cancel()
+		during()
+		wg.Wait()
+	}
+}
+
+// freshWith is a fresh database with the given tables.
+func freshWith(t *testing.T, ddl ...string) *pgxpool.Pool {
+	t.Helper()
+	pool := pgtest.Fresh(t)
+	for _, q := range ddl {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			t.Fatal(errors.Join(fmt.Errorf("%s", q), err))
+		}
+	}
+	return pool
+}
