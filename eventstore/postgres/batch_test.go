@@ -480,7 +480,10 @@ func TestCarry(t *testing.T) {
 	if ok, payload, _ := s.carry([]string{"agent.created"}); !ok || payload != "agent.created" {
 		t.Fatalf("the first statement carries no NOTIFY naming its events' type: %v %q", ok, payload)
 	}
-	if ok, _, _ := s.carry([]string{"agent.created"}); ok {
+	sent := s.lastNotify.Load()
+	// Checked only if notifyInterval (2 ms) has not passed since the first:
+	// a loaded machine sometimes deschedules this goroutine that long.
+	if ok, _, _ := s.carry([]string{"agent.created"}); ok && s.clock()-sent < int64(notifyInterval) {
 		t.Fatal("two NOTIFYs within notifyInterval")
 	}
 	s.unannounced([]string{"agent.created"})
