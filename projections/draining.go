@@ -116,7 +116,7 @@ func (d *drainingSubscriber) end() {
 // Close stops handing out messages, waits for those in flight, then closes
 // the inner subscriber. Every call returns once the inner subscriber is
 // closed, which watermill-sql's is only once its poll under way has ended
-// (a live batch being applied: batchTx): the router closes subscribers
+// (a live batch being applied: pollTx): the router closes subscribers
 // without waiting, so the runner calls Close again to wait.
 func (d *drainingSubscriber) Close() error {
 	d.mu.Lock()

@@ -16,7 +16,7 @@ import (
 //
 // A handler expresses its idempotence guards in SQL (ON CONFLICT, version
 // conditions), not by reading the result of an Exec: a replay and a live
-// batch (batchTx) defer Exec and SendBatch into one pipelined batch, where
+// batch (pollTx) defer Exec and SendBatch into one pipelined batch, where
 // their results are empty. Query and QueryRow run at once in every mode.
 //
 // A handler reads and writes only the rows of its event's stream (a counter
@@ -42,7 +42,7 @@ func (t typedHandler[T]) Handle(ctx context.Context, event any) error {
 }
 
 // handle applies one event Watermill delivered with h, or collects it for
-// the live batch it belongs to (batchTx).
+// the live batch it belongs to (pollTx).
 func handle(ctx context.Context, h replayable, event any) error {
 	msg := cqrs.OriginalMessageFromCtx(ctx)
 	if msg == nil {

@@ -39,8 +39,7 @@ var errCareful = errors.New("projection batch failed; applying its events one at
 
 // batchMode is one projection's choice between batches and careful polls.
 type batchMode struct {
-	careful atomic.Int64  // careful polls owed
-	timeout time.Duration // bounds applying a batch
+	careful atomic.Int64 // careful polls owed
 }
 
 // modeSchema reads a batch of events a poll, or one in careful mode.
@@ -61,17 +60,18 @@ func (s modeSchema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, erro
 	return s.Schema.SelectQuery(params)
 }
 
-// batchBeginner begins a projection's poll transactions (batchTx).
-type batchBeginner struct {
+// pollBeginner begins a projection's poll transactions (pollTx).
+type pollBeginner struct {
 	wsql.Beginner
-	mode *batchMode
+	mode    *batchMode    // nil: never batched
+	timeout time.Duration // bounds each of the poll's statements
 }
 
-func newBatchBeginner(pool *pgxpool.Pool, mode *batchMode) batchBeginner {
-	return batchBeginner{Beginner: wsql.BeginnerFromPgx(pool), mode: mode}
+func newPollBeginner(pool *pgxpool.Pool, mode *batchMode, timeout time.Duration) pollBeginner {
+	return pollBeginner{Beginner: wsql.BeginnerFromPgx(pool), mode: mode, timeout: timeout}
 }
 
-func (b batchBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.Tx, error) {
+func (b pollBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.Tx, error) {
 	inner, err := b.Beginner.BeginTx(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -81,17 +81,23 @@ func (b batchBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.T
 		_ = inner.Rollback()
 		return nil, fmt.Errorf("projection: watermill-sql began a %T, not a pgx transaction", inner)
 	}
-	return &batchTx{Tx: ptx.Tx, ctx: ctx, mode: b.mode, batched: b.mode.careful.Load() == 0}, nil
+	batched := b.mode != nil && b.mode.careful.Load() == 0
+	return &pollTx{Tx: ptx.Tx, ctx: ctx, mode: b.mode, timeout: b.timeout, batched: batched}, nil
 }
 
-// batchTx is a projection's poll transaction. Batched, it collects the
-// events the handlers are given (collect) and applies them before the
-// subscriber's next statement (the offset's update) or the commit; careful,
-// handlers write through it at once.
-type batchTx struct {
+// pollTx is a projection's poll transaction. Its statements and its commit
+// run to their end even when the poll's context ends (the shutdown), each
+// bounded by the timeout: a statement cut short closes its connection, and
+// the poll's commit would then fail.
+//
+// Batched, it collects the events the handlers are given (collect) and
+// applies them before the subscriber's next statement (the offset's update)
+// or the commit; otherwise handlers write through it at once.
+type pollTx struct {
 	pgx.Tx
 	ctx     context.Context // the poll's
-	mode    *batchMode
+	mode    *batchMode      // nil: never batched
+	timeout time.Duration
 	batched bool
 	items   []setItem
 	// collected counts the events taken, applied or not.
@@ -99,24 +105,28 @@ type batchTx struct {
 	failed    error // why the batch cannot commit
 }
 
+// bounded is ctx without its cancellation, bounded by the timeout.
+func (t *pollTx) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+}
+
 // collect takes an event for the batch.
-func (t *batchTx) collect(it setItem) {
+func (t *pollTx) collect(it setItem) {
 	t.items = append(t.items, it)
 	t.collected++
 }
 
 // fail abandons the batch: the subscriber's next statement reports err.
-func (t *batchTx) fail(err error) {
+func (t *pollTx) fail(err error) {
 	if t.failed == nil {
 		t.failed = err
 	}
 }
 
 // apply applies the collected events, then sends q (the subscriber's own
-// statement, if any) in the same round trip. It finishes on a context of its
-// own (bounded by the mode's timeout): a batch under way at shutdown is
-// applied and committed, not cut short.
-func (t *batchTx) apply(ctx context.Context, q string, args ...any) error {
+// statement, if any) in the same round trip: a batch under way at shutdown
+// is applied and committed, not cut short.
+func (t *pollTx) apply(ctx context.Context, q string, args ...any) error {
 	if t.failed != nil {
 		return t.giveUp(t.failed)
 	}
@@ -127,7 +137,7 @@ func (t *batchTx) apply(ctx context.Context, q string, args ...any) error {
 		_, err := t.Tx.Exec(ctx, q, args...)
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.mode.timeout)
+	ctx, cancel := t.bounded(ctx)
 	defer cancel()
 	items := t.items
 	t.items = nil
@@ -148,44 +158,60 @@ func (t *batchTx) apply(ctx context.Context, q string, args ...any) error {
 }
 
 // applyPending applies, in a batch, what is collected and not yet applied.
-func (t *batchTx) applyPending(ctx context.Context) error {
+func (t *pollTx) applyPending(ctx context.Context) error {
 	if !t.batched {
 		return nil
 	}
 	return t.apply(ctx, "")
 }
 
-func (t *batchTx) giveUp(err error) error {
+func (t *pollTx) giveUp(err error) error {
 	t.failed = err
 	t.mode.careful.Store(int64(max(t.collected, 1)))
 	return fmt.Errorf("%w: %w", errCareful, err)
 }
 
-func (t *batchTx) ExecContext(ctx context.Context, q string, args ...any) (wsql.Result, error) {
-	if !t.batched {
-		tag, err := t.Tx.Exec(ctx, q, args...)
-		return wsql.PgxResult{CommandTag: tag}, err
+func (t *pollTx) ExecContext(ctx context.Context, q string, args ...any) (wsql.Result, error) {
+	if t.batched {
+		// What the statement affected goes only to watermill-sql's trace log.
+		return wsql.PgxResult{}, t.apply(ctx, q, args...)
 	}
-	// What the statement affected goes only to watermill-sql's trace log.
-	return wsql.PgxResult{}, t.apply(ctx, q, args...)
+	ctx, cancel := t.bounded(ctx)
+	defer cancel()
+	tag, err := t.Tx.Exec(ctx, q, args...)
+	return wsql.PgxResult{CommandTag: tag}, err
 }
 
-func (t *batchTx) QueryContext(ctx context.Context, q string, args ...any) (wsql.Rows, error) {
+func (t *pollTx) QueryContext(ctx context.Context, q string, args ...any) (wsql.Rows, error) {
 	if err := t.applyPending(ctx); err != nil {
 		return nil, err
 	}
+	ctx, cancel := t.bounded(ctx)
 	rows, err := t.Tx.Query(ctx, q, args...)
-	return wsql.PgxRows{Rows: rows}, err
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return boundedRows{PgxRows: wsql.PgxRows{Rows: rows}, cancel: cancel}, nil
 }
 
-// Commit applies what is still collected, then commits (a batch, even once
-// the poll's context has ended: see apply); a careful poll that commits
-// counts towards the projection's return to batches.
-func (t *batchTx) Commit() error {
-	ctx := t.ctx
-	if t.batched {
-		ctx = context.WithoutCancel(ctx)
-	}
+// boundedRows ends its statement's bounded context once they are closed.
+type boundedRows struct {
+	wsql.PgxRows
+	cancel context.CancelFunc
+}
+
+func (r boundedRows) Close() error {
+	err := r.PgxRows.Close()
+	r.cancel()
+	return err
+}
+
+// Commit applies what is still collected, then commits; a careful poll that
+// commits counts towards the projection's return to batches.
+func (t *pollTx) Commit() error {
+	ctx, cancel := t.bounded(t.ctx)
+	defer cancel()
 	if err := t.applyPending(ctx); err != nil {
 		_ = t.Tx.Rollback(ctx)
 		return err
@@ -193,13 +219,13 @@ func (t *batchTx) Commit() error {
 	if err := t.Tx.Commit(ctx); err != nil {
 		return err
 	}
-	if !t.batched && t.mode.careful.Add(-1) < 0 {
+	if !t.batched && t.mode != nil && t.mode.careful.Add(-1) < 0 {
 		t.mode.careful.Store(0)
 	}
 	return nil
 }
 
-func (t *batchTx) Rollback() error {
+func (t *pollTx) Rollback() error {
 	t.items = nil
 	return t.Tx.Rollback(context.WithoutCancel(t.ctx))
 }
@@ -207,7 +233,7 @@ func (t *batchTx) Rollback() error {
 // batchKey carries, in a message's context, the batch collecting its event.
 type batchKey struct{}
 
-func batchFrom(ctx context.Context) *batchTx {
-	t, _ := ctx.Value(batchKey{}).(*batchTx)
+func batchFrom(ctx context.Context) *pollTx {
+	t, _ := ctx.Value(batchKey{}).(*pollTx)
 	return t
 }

@@ -1,9 +1,12 @@
 package projections_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -200,6 +203,84 @@ func TestShutdownFinishesTheBatchUnderWay(t *testing.T) {
 	}
 }
 
+// A poll waiting on the database when the projections shut down runs to its
+// end: cut short, its statement would close its connection, and the poll's
+// commit would then fail, logged as an error.
+func TestShutdownLetsAWaitingPollFinish(t *testing.T) {
+	handlers := []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			_, err := tx.Exec(ctx, `INSERT INTO polled (id) VALUES ($1)`, e.AgentID)
+			return err
+		}),
+	}
+	t.Run("batched", func(t *testing.T) {
+		shutdownWhilePollWaits(t, projections.Projection{Name: "waiting_poll", Tables: []string{"polled"}, Handlers: handlers})
+	})
+	t.Run("one at a time", func(t *testing.T) { // no tables: never batched
+		shutdownWhilePollWaits(t, projections.Projection{Name: "waiting_poll", Handlers: handlers})
+	})
+}
+
+func shutdownWhilePollWaits(t *testing.T, p projections.Projection) {
+	pool := freshWith(t, `CREATE TABLE polled (id BIGINT)`)
+	var logs lockedBuffer
+	first := appendAgent(t, pool, 1, "Tutor")
+	l, shutdown := runLogged(pool, slog.New(slog.NewJSONHandler(&logs, nil)), p)
+	waitFor(t, l, first, "waiting_poll")
+
+	// The poll's SELECT locks the projection's offset row (FOR UPDATE): with
+	// its table locked here, the next poll waits. (A row lock would hold the
+	// log's visibility horizon back: it takes a transaction id.)
+	ctx := context.Background()
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `LOCK TABLE projection_offsets IN EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	appendAgent(t, pool, 2, "Tutor")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%projection_offsets%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no poll waited for the offset row")
+		}
+	}
+	shutdown(func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = holder.Rollback(ctx)
+	})
+	if strings.Contains(logs.String(), `"level":"ERROR"`) {
+		t.Errorf("the shutdown logged an error:\n%s", logs.String())
+	}
+}
+
+// lockedBuffer is a log's buffer, written by many goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // awaitVisible waits until every event appended so far is visible to a poll,
 // so that a projection started next takes them in its first poll: a
 // transaction of another test's database, open between two appends, would
@@ -248,14 +329,20 @@ func shutdownWhileHeld(t *testing.T, shutdown func(during func()), entered, rele
 // run starts a listener and the projections; shutdown ends them, calls
 // during (while they stop), and returns once they have stopped.
 func run(pool *pgxpool.Pool, ps ...projections.Projection) (shutdown func(during func())) {
+	_, shutdown = runLogged(pool, quiet, ps...)
+	return shutdown
+}
+
+// runLogged is run with the given logger, and returns the listener too.
+func runLogged(pool *pgxpool.Pool, logger *slog.Logger, ps ...projections.Projection) (*projections.Listener, func(during func())) {
 	ctx, cancel := context.WithCancel(context.Background())
-	l := projections.NewListener(pool, quiet)
-	r := projections.NewRunner(pool, l, events.NewRegistry(), quiet, ps...)
+	l := projections.NewListener(pool, logger)
+	r := projections.NewRunner(pool, l, events.NewRegistry(), logger, ps...)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); l.Run(ctx) }()
 	go func() { defer wg.Done(); _ = r.Run(ctx) }()
-	return func(during func()) {
+	return l, func(during func()) {
 		cancel()
 		during()
 		wg.Wait()

@@ -44,8 +44,8 @@ func txFrom(ctx context.Context) (pgx.Tx, error) {
 	if !ok {
 		return nil, errors.New("projection: no transaction in context")
 	}
-	if bt, ok := wtx.(*batchTx); ok {
-		return bt.Tx, nil
+	if pt, ok := wtx.(*pollTx); ok {
+		return pt.Tx, nil
 	}
 	ptx, ok := wtx.(*wsql.PgxTx)
 	if !ok {
@@ -247,7 +247,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	wake, unwake := r.listener.wake(p.Name, types)
 	var mode *batchMode // nil: every event on its own
 	if batchable(p) {
-		mode = &batchMode{timeout: r.AttemptTimeout}
+		mode = &batchMode{}
 	}
 	var once sync.Once
 	var draining atomic.Pointer[drainingSubscriber]
@@ -273,11 +273,11 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 			// No ack deadline: on expiry watermill-sql would commit while the
 			// handler still runs. Each attempt has its own timeout instead.
 			noDeadline := time.Duration(0)
-			beginner := wsql.BeginnerFromPgx(r.pool)
 			var schema wsql.SchemaAdapter = postgres.NewSchema(pollBatch)
 			if mode != nil {
-				beginner, schema = newBatchBeginner(r.pool, mode), newModeSchema(pollBatch, mode)
+				schema = newModeSchema(pollBatch, mode)
 			}
+			beginner := newPollBeginner(r.pool, mode, r.AttemptTimeout)
 			sub, err := wsql.NewSubscriber(beginner, wsql.SubscriberConfig{
 				ConsumerGroup:  params.EventGroupName,
 				SchemaAdapter:  schema,
@@ -312,7 +312,7 @@ const pollBatch = 100
 
 // attempts runs each delivery inside a savepoint, so a failed attempt leaves
 // nothing behind, and retries it; an event that keeps failing stops its
-// projection loudly instead of being skipped. In a live batch (batchTx) an
+// projection loudly instead of being skipped. In a live batch (pollTx) an
 // event is only collected: a failure abandons the batch, which is then
 // polled again carefully, one event at a time, through this path.
 //
@@ -404,9 +404,9 @@ func (r *Runner) stall(name string, msg *message.Message, err error) {
 }
 
 // batchOf returns the live batch a delivery belongs to, if it is batched.
-func batchOf(ctx context.Context) (*batchTx, bool) {
+func batchOf(ctx context.Context) (*pollTx, bool) {
 	wtx, _ := wsql.TxFromContext(ctx)
-	bt, ok := wtx.(*batchTx)
+	bt, ok := wtx.(*pollTx)
 	return bt, ok && bt.batched
 }
 

@@ -14,7 +14,7 @@ import (
 // A handler reads and writes only its event's stream's rows (see Handler),
 // so events of different streams may be applied in any order as long as each
 // stream's keep theirs. Both a replay and a live projection's batch (see
-// batchTx) use that to apply the first event of every stream, then the
+// pollTx) use that to apply the first event of every stream, then the
 // second, and so on, each such wave one set per event type: one call of its
 // handler, one statement for a SetHandler.
 
