@@ -456,21 +456,23 @@ func TestListenerOnESDBIgnoresPostgreSQLOffsets(t *testing.T) {
 	go func() { defer close(done); l.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	reachedAt := func(commit uint64) error {
-		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	// Reached within a wait long enough for a loaded machine; not reached
+	// within a wait that covers the listener's refreshes (100 ms apart).
+	reachedAt := func(commit uint64, wait time.Duration) error {
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		defer cancel()
 		return l.WaitFor(wctx, eventstore.Position{Commit: commit, Prepare: commit}, "accounts")
 	}
-	if err := reachedAt(10); err != nil {
+	if err := reachedAt(10, 10*time.Second); err != nil {
 		t.Fatalf("the EventStoreDB checkpoint itself: %v", err)
 	}
-	if err := reachedAt(20); err == nil {
+	if err := reachedAt(20, 300*time.Millisecond); err == nil {
 		t.Fatal("a position past the EventStoreDB checkpoint passed for reached (the PostgreSQL offset was read)")
 	}
 	if _, err := pool.Exec(ctx, `UPDATE esdb_checkpoints SET commit_position = 20, prepare_position = 20`); err != nil {
 		t.Fatal(err)
 	}
-	if err := reachedAt(20); err != nil {
+	if err := reachedAt(20, 10*time.Second); err != nil {
 		t.Fatalf("after the checkpoint moved: %v", err)
 	}
 }

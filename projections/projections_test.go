@@ -188,7 +188,9 @@ func TestWaitingForAProjectionThatHandlesNoneOfTheEvents(t *testing.T) {
 		pos := appendAgent(t, pool, id, "Tutor")
 		start := time.Now()
 		waitFor(t, l, pos, "users-only")
-		if d := time.Since(start); d > 2*time.Second {
+		// Bounded loosely: the horizon, which other packages' tests share,
+		// may hold the event back for a while (a missed nudge waits an hour).
+		if d := time.Since(start); d > 8*time.Second {
 			t.Fatalf("waited %v for a projection with nothing to apply", d)
 		}
 	}
