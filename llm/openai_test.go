@@ -323,7 +323,9 @@ func TestCompleteAllTimeoutLeavesOthersAlone(t *testing.T) {
 	slowFake := newFakeProvider(t, reply{delay: 10 * time.Second, text: "too late"})
 	fastFake := newFakeProvider(t, reply{text: "quick"})
 	slow := fakeModel(3, "slow", slowFake)
-	slow.Timeout = 150 * time.Millisecond
+	// Bounds wide enough for a loaded machine: a timeout well apart from
+	// the fast model's answer and from the slow provider's 10 s.
+	slow.Timeout = time.Second
 	slow.Retries = 2 // a timed-out attempt is not retried
 	fast := fakeModel(4, "fast", fastFake)
 	echo, _ := DefaultCatalogue().ByName("echo")
@@ -339,27 +341,30 @@ func TestCompleteAllTimeoutLeavesOthersAlone(t *testing.T) {
 	if got[0].Err == nil || got[0].Err.Kind != KindTimeout || got[0].Text != "" {
 		t.Errorf("slow: %q, %v; want a timeout", got[0].Text, got[0].Err)
 	}
-	if l := got[0].Latency; l < slow.Timeout || l > slow.Timeout+250*time.Millisecond {
+	if l := got[0].Latency; l < slow.Timeout || l > 2*slow.Timeout {
 		t.Errorf("slow latency = %s, want close to its %s timeout", l, slow.Timeout)
 	}
 	if n := len(slowFake.requests()); n != 1 || got[0].Attempts != 1 {
 		t.Errorf("slow model got %d requests (%d attempts), want 1: a timeout is not retried", n, got[0].Attempts)
 	}
-	if got[1].Err != nil || got[1].Text != "quick" || got[1].Latency > 100*time.Millisecond {
+	if got[1].Err != nil || got[1].Text != "quick" || got[1].Latency > slow.Timeout/2 {
 		t.Errorf("fast: %q, %v in %s; want quick, fast", got[1].Text, got[1].Err, got[1].Latency)
 	}
 	if got[2].Err != nil || got[2].Text != "hi" {
 		t.Errorf("echo: %q, %v; want hi", got[2].Text, got[2].Err)
 	}
-	if wall > slow.Timeout+250*time.Millisecond {
+	if wall > 2*slow.Timeout {
 		t.Errorf("CompleteAll took %s, want about the slowest timeout", wall)
 	}
 }
 
 func TestCompleteAllRunsInParallel(t *testing.T) {
 	t.Parallel()
-	a := newFakeProvider(t, reply{delay: 50 * time.Millisecond, text: "a"})
-	b := newFakeProvider(t, reply{delay: 50 * time.Millisecond, text: "b"})
+	// 400 ms each: one after the other takes 800 ms, well apart from the
+	// < 750 ms asked even on a loaded machine.
+	const delay = 400 * time.Millisecond
+	a := newFakeProvider(t, reply{delay: delay, text: "a"})
+	b := newFakeProvider(t, reply{delay: delay, text: "b"})
 	g := New(nil, WithLookupEnv(env(nil)))
 	models := []Model{fakeModel(3, "a", a), fakeModel(4, "b", b)}
 
@@ -371,12 +376,12 @@ func TestCompleteAllRunsInParallel(t *testing.T) {
 		if got[i].Err != nil || got[i].Text != want {
 			t.Errorf("result %d = %q, %v; want %q", i, got[i].Text, got[i].Err, want)
 		}
-		if got[i].Latency < 50*time.Millisecond {
-			t.Errorf("result %d latency = %s, want at least the provider's 50ms", i, got[i].Latency)
+		if got[i].Latency < delay {
+			t.Errorf("result %d latency = %s, want at least the provider's %s", i, got[i].Latency, delay)
 		}
 	}
-	if wall >= 90*time.Millisecond {
-		t.Errorf("two 50ms models took %s together, want < 90ms (in parallel)", wall)
+	if wall >= 2*delay-50*time.Millisecond {
+		t.Errorf("two %s models took %s together, want < %s (in parallel)", delay, wall, 2*delay-50*time.Millisecond)
 	}
 }
 
