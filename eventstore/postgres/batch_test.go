@@ -432,7 +432,7 @@ func TestAppendsAreAnnounced(t *testing.T) {
 	}()
 	waitSeen := func(want int) {
 		t.Helper()
-		deadline := time.After(5 * time.Second)
+		deadline := time.After(15 * time.Second)
 		for {
 			mu.Lock()
 			n := seen
@@ -486,6 +486,9 @@ func TestCarry(t *testing.T) {
 	if ok, _, _ := s.carry([]string{"agent.created"}); ok && s.clock()-sent < int64(notifyInterval) {
 		t.Fatal("two NOTIFYs within notifyInterval")
 	}
+	// As if a NOTIFY had just gone out, 200 ms from now: the notifier waits
+	// that long before it announces, however long this goroutine is paused.
+	s.lastNotify.Store(s.clock() + int64(200*time.Millisecond))
 	s.unannounced([]string{"agent.created"})
 	if !s.pending.Load() || !s.armed.Load() {
 		t.Fatal("a commit without a NOTIFY is not watched")
@@ -504,10 +507,11 @@ func TestCarry(t *testing.T) {
 
 	// A commit recorded while a carrier is on its way stays pending after
 	// the carrier commits; one recorded before does not. The carrier names
-	// the types of the commits before it with its own. (A closed store's
-	// notifier does not clear them meanwhile.)
+	// the types of the commits before it with its own. (No notifier runs for
+	// this store, to clear them meanwhile.)
 	c := New(pgtest.Pool(t), nil)
 	c.Close()
+	c.wakeOnce.Do(func() {})
 	c.unannounced([]string{"user.signed_up"})
 	_, payload, commits := c.carry([]string{"agent.created", "agent.created"})
 	if payload != "agent.created,user.signed_up" {
