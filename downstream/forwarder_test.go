@@ -57,6 +57,11 @@ func start(t *testing.T, pool *pgxpool.Pool, cfg service.Config) *harness {
 		cfg.Logger = quiet
 	}
 	cfg.AdminEmails = []string{"admin@example.com"}
+	if cfg.ConsistencyWait == 0 {
+		// Other packages' tests share the cluster, and its log horizon: read
+		// models may lag past the 2 s default.
+		cfg.ConsistencyWait = 10 * time.Second
+	}
 	svc, err := service.New(cfg)
 	if err != nil {
 		t.Fatal(err)

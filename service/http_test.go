@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"lectern/mail"
 	"lectern/service"
@@ -30,6 +31,11 @@ func serve(t *testing.T, cfg service.Config) (svc *service.Service, url string, 
 	if cfg.JWTKey == nil {
 		cfg.JWTKey = make([]byte, 32)
 		_, _ = rand.Read(cfg.JWTKey)
+	}
+	if cfg.ConsistencyWait == 0 {
+		// Other packages' tests share the cluster, and its log horizon: read
+		// models may lag past the 2 s default.
+		cfg.ConsistencyWait = 10 * time.Second
 	}
 	svc, err := service.New(cfg)
 	if err != nil {
