@@ -123,14 +123,23 @@ func TestDummyVerifyTakesComparableTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	if _, err := VerifyPassword(phc, "guess"); err != nil {
-		t.Fatal(err)
+	// The fastest of three runs each: a pause of the machine during one run
+	// does not count.
+	fastest := func(run func()) time.Duration {
+		best := time.Duration(1<<63 - 1)
+		for range 3 {
+			start := time.Now()
+			run()
+			best = min(best, time.Since(start))
+		}
+		return best
 	}
-	real := time.Since(start)
-	start = time.Now()
-	DummyVerify("guess")
-	dummy := time.Since(start)
+	real := fastest(func() {
+		if _, err := VerifyPassword(phc, "guess"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	dummy := fastest(func() { DummyVerify("guess") })
 	if dummy < real/4 {
 		t.Errorf("DummyVerify took %v, a real verification %v", dummy, real)
 	}
