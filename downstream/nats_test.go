@@ -1,7 +1,6 @@
 package downstream_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,6 +22,7 @@ import (
 
 	"lectern/pgtest"
 	"lectern/service"
+	"lectern/testlog"
 )
 
 // natsAddr is where these machines run a NATS server with JetStream.
@@ -198,7 +198,7 @@ func TestBrokerOutage(t *testing.T) {
 	topic := natsTopic(t, js)
 	proxy := newFlakyProxy(t, natsAddr)
 	pool := pgtest.Fresh(t)
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	h := start(t, pool, service.Config{BrokerURL: "nats://" + proxy.ln.Addr().String(), BrokerTopic: topic,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 
@@ -236,22 +236,4 @@ func TestBrokerOutage(t *testing.T) {
 	if out := logs.String(); strings.Contains(out, "poison") || !strings.Contains(out, "level=WARN msg=\"downstream forwarder stopped") {
 		t.Errorf("the outage's log:\n%s", out)
 	}
-}
-
-// lockedBuffer is a log destination for concurrent writers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package projections_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +18,7 @@ import (
 	"lectern/eventstore/postgres"
 	"lectern/pgtest"
 	"lectern/projections"
+	"lectern/testlog"
 )
 
 // appendVersions appends n agent.created events to each of the given
@@ -223,7 +223,7 @@ func TestShutdownLetsAWaitingPollFinish(t *testing.T) {
 
 func shutdownWhilePollWaits(t *testing.T, p projections.Projection) {
 	pool := freshWith(t, `CREATE TABLE polled (id BIGINT)`)
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	first := appendAgent(t, pool, 1, "Tutor")
 	l, shutdown := runLogged(pool, slog.New(slog.NewJSONHandler(&logs, nil)), p)
 	waitFor(t, l, first, "waiting_poll")
@@ -261,24 +261,6 @@ func shutdownWhilePollWaits(t *testing.T, p projections.Projection) {
 	if strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Errorf("the shutdown logged an error:\n%s", logs.String())
 	}
-}
-
-// lockedBuffer is a log's buffer, written by many goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // awaitVisible waits until every event appended so far is visible to a poll,
