@@ -258,7 +258,11 @@ func check(t *testing.T, want []stored, got []received) {
 }
 
 // sqlSubscriber is what docs/subscribing.md shows: a stock watermill-sql
-// subscriber on the default schema and offsets adapter.
+// subscriber on the default schema and offsets adapter. Its messages are
+// acked as they arrive: until one is answered, the subscriber holds its
+// poll's transaction open, and with it the cluster's visibility horizon, so
+// that every projection (this test's service's, and those of the other
+// packages' tests) would wait for the test to read on.
 func sqlSubscriber(t *testing.T, pool *pgxpool.Pool, group string) <-chan *message.Message {
 	t.Helper()
 	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(pool), wsql.SubscriberConfig{
@@ -276,7 +280,15 @@ func sqlSubscriber(t *testing.T, pool *pgxpool.Pool, group string) <-chan *messa
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ch
+	acked := make(chan *message.Message, 1024)
+	go func() {
+		defer close(acked)
+		for msg := range ch {
+			msg.Ack()
+			acked <- msg
+		}
+	}()
+	return acked
 }
 
 func kinds(want []stored) []string {
