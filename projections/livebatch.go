@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -100,20 +102,24 @@ type pollTx struct {
 	timeout time.Duration
 	batched bool
 	items   []setItem
-	// collected counts the events taken, applied or not.
-	collected int
+	// delivered counts the poll's messages handed to the handlers, this
+	// projection's or not: as many careful polls (one message each) take
+	// them all again after a failure.
+	delivered int
 	failed    error // why the batch cannot commit
 }
 
-// bounded is ctx without its cancellation, bounded by the timeout.
+// bounded is ctx without its cancellation: a statement under way when the
+// poll's context ends (the shutdown) runs on, for at most the timeout.
 func (t *pollTx) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), t.timeout)
+	inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() { time.AfterFunc(t.timeout, cancel) })
+	return inner, func() { stop(); cancel() }
 }
 
 // collect takes an event for the batch.
 func (t *pollTx) collect(it setItem) {
 	t.items = append(t.items, it)
-	t.collected++
 }
 
 // fail abandons the batch: the subscriber's next statement reports err.
@@ -123,33 +129,31 @@ func (t *pollTx) fail(err error) {
 	}
 }
 
-// apply applies the collected events, then sends q (the subscriber's own
-// statement, if any) in the same round trip: a batch under way at shutdown
-// is applied and committed, not cut short.
+// apply applies the collected events that the offset's update q covers,
+// then sends q, in one round trip: a batch under way at shutdown is applied
+// and committed, not cut short. Applying the events is bounded by the
+// timeout, as a handler's attempt is.
 func (t *pollTx) apply(ctx context.Context, q string, args ...any) error {
 	if t.failed != nil {
 		return t.giveUp(t.failed)
 	}
-	if len(t.items) == 0 {
-		if q == "" {
-			return nil
-		}
+	ctx, cancel := t.bounded(ctx)
+	defer cancel()
+	items := ackedItems(t.items, args)
+	t.items = nil
+	if len(items) == 0 {
 		_, err := t.Tx.Exec(ctx, q, args...)
 		return err
 	}
-	ctx, cancel := t.bounded(ctx)
-	defer cancel()
-	items := t.items
-	t.items = nil
+	ctx, cancelApply := context.WithTimeout(ctx, t.timeout)
+	defer cancelApply()
 	ptx := newPipelineTx(t.Tx, defaultPipeline)
 	if _, err := applySets(ctx, ptx, groupSets(items)); err != nil {
 		return t.giveUp(err)
 	}
-	if q != "" {
-		ptx.current = "(the offset's update)"
-		if _, err := ptx.Exec(ctx, q, args...); err != nil {
-			return t.giveUp(err)
-		}
+	ptx.current = "(the offset's update)"
+	if _, err := ptx.Exec(ctx, q, args...); err != nil {
+		return t.giveUp(err)
 	}
 	if err := ptx.flush(ctx); err != nil {
 		return t.giveUp(err)
@@ -157,17 +161,46 @@ func (t *pollTx) apply(ctx context.Context, q string, args ...any) error {
 	return nil
 }
 
-// applyPending applies, in a batch, what is collected and not yet applied.
-func (t *pollTx) applyPending(ctx context.Context) error {
-	if !t.batched {
-		return nil
+// ackedItems returns the items up to the position the offset's update
+// records (the arguments of postgres.Offsets' query: the offset, then the
+// transaction id in decimal). At shutdown watermill-sql may count the last
+// message it delivered as not acked, when the ack and the end of the
+// subscription arrive together: that event is read again at the next start,
+// so its rows must not commit now.
+func ackedItems(items []setItem, args []any) []setItem {
+	if len(args) < 2 {
+		return items
 	}
-	return t.apply(ctx, "")
+	offset, ok := args[0].(int64)
+	txid, err := strconv.ParseUint(fmt.Sprint(args[1]), 10, 64)
+	if !ok || err != nil {
+		return items
+	}
+	n := len(items)
+	for n > 0 && positionAfter(items[n-1].m.Position, txid, offset) {
+		n--
+	}
+	return items[:n]
+}
+
+// positionAfter reports whether pos ("<transaction id>-<offset>") comes
+// after the given transaction id and offset in the log.
+func positionAfter(pos string, txid uint64, offset int64) bool {
+	t, o, ok := strings.Cut(pos, "-")
+	if !ok {
+		return false
+	}
+	pt, err1 := strconv.ParseUint(t, 10, 64)
+	po, err2 := strconv.ParseInt(o, 10, 64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return pt > txid || pt == txid && po > offset
 }
 
 func (t *pollTx) giveUp(err error) error {
 	t.failed = err
-	t.mode.careful.Store(int64(max(t.collected, 1)))
+	t.mode.careful.Store(int64(max(t.delivered, 1)))
 	return fmt.Errorf("%w: %w", errCareful, err)
 }
 
@@ -183,9 +216,6 @@ func (t *pollTx) ExecContext(ctx context.Context, q string, args ...any) (wsql.R
 }
 
 func (t *pollTx) QueryContext(ctx context.Context, q string, args ...any) (wsql.Rows, error) {
-	if err := t.applyPending(ctx); err != nil {
-		return nil, err
-	}
 	ctx, cancel := t.bounded(ctx)
 	rows, err := t.Tx.Query(ctx, q, args...)
 	if err != nil {
@@ -207,15 +237,15 @@ func (r boundedRows) Close() error {
 	return err
 }
 
-// Commit applies what is still collected, then commits; a careful poll that
-// commits counts towards the projection's return to batches.
+// Commit commits; a careful poll that commits counts towards the
+// projection's return to batches. Events still collected are dropped:
+// watermill-sql commits without updating the offset only when it counted no
+// message as acked (see ackedItems), and their rows must not commit without
+// it.
 func (t *pollTx) Commit() error {
+	t.items = nil
 	ctx, cancel := t.bounded(t.ctx)
 	defer cancel()
-	if err := t.applyPending(ctx); err != nil {
-		_ = t.Tx.Rollback(ctx)
-		return err
-	}
 	if err := t.Tx.Commit(ctx); err != nil {
 		return err
 	}
@@ -227,7 +257,9 @@ func (t *pollTx) Commit() error {
 
 func (t *pollTx) Rollback() error {
 	t.items = nil
-	return t.Tx.Rollback(context.WithoutCancel(t.ctx))
+	ctx, cancel := t.bounded(t.ctx)
+	defer cancel()
+	return t.Tx.Rollback(ctx)
 }
 
 // batchKey carries, in a message's context, the batch collecting its event.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -167,6 +168,44 @@ func TestLiveBatchPoisonEventStopsItsProjection(t *testing.T) {
 	}
 	if got := l.Position("picky_batch"); got != before {
 		t.Errorf("committed %v, want %v (just before the poison event)", got, before)
+	}
+}
+
+// After a failed batch the projection takes every message of that poll
+// again one at a time, those of types it does not handle included: a poison
+// event behind many of them stops it after one failed batch, not after a
+// batch failing again and again a few messages further on.
+func TestLiveBatchFailureRetakesTheWholePollCarefully(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL, name TEXT NOT NULL CHECK (name <> 'poison'))`)
+	p := projections.Projection{Name: "picky_batch", Tables: []string{"seen"}, Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1, $2)`, e.AgentID, e.Name)
+			return err
+		}),
+	}}
+	appendAgent(t, pool, 1, "fine")
+	store := postgres.New(pool, nil)
+	var before eventstore.Position
+	for i := range 20 { // not this projection's
+		res, err := store.Append(context.Background(), eventstore.StreamName("class", int64(i+1)), eventstore.NoStream,
+			[]eventstore.EventData{{ID: uuid.New(), Type: "class.created", SchemaVersion: 1, Data: []byte(`{}`), RecordedAt: time.Now()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before = res.Position
+	}
+	appendAgent(t, pool, 2, "poison")
+	appendAgent(t, pool, 3, "fine")
+	awaitVisible(t, pool)
+	var logs testlog.Buffer
+	l, r := startLogged(t, pool, slog.New(slog.NewTextHandler(&logs, nil)), 2, p)
+
+	awaitStall(t, r, "picky_batch")
+	if got := l.Position("picky_batch"); got != before {
+		t.Errorf("committed %v, want %v (just before the poison event)", got, before)
+	}
+	if n := strings.Count(logs.String(), `msg="projection batch failed`); n != 1 {
+		t.Errorf("%d failed batches before the stop, want 1:\n%s", n, logs.String())
 	}
 }
 

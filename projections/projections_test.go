@@ -26,9 +26,15 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // start runs the projections on a database of the test's own.
 func start(t *testing.T, pool *pgxpool.Pool, maxAttempts int, ps ...projections.Projection) (*projections.Listener, *projections.Runner) {
 	t.Helper()
+	return startLogged(t, pool, quiet, maxAttempts, ps...)
+}
+
+// startLogged is start with the given logger.
+func startLogged(t *testing.T, pool *pgxpool.Pool, logger *slog.Logger, maxAttempts int, ps ...projections.Projection) (*projections.Listener, *projections.Runner) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	l := projections.NewListener(pool, quiet)
-	r := projections.NewRunner(pool, l, events.NewRegistry(), quiet, ps...)
+	l := projections.NewListener(pool, logger)
+	r := projections.NewRunner(pool, l, events.NewRegistry(), logger, ps...)
 	r.MaxAttempts = maxAttempts
 	var wg sync.WaitGroup
 	wg.Add(2)

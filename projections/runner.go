@@ -324,11 +324,15 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 	var open pgx.Tx // the batch transaction holding an unreleased savepoint
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
+			ctx := msg.Context()
+			bt, batched := batchOf(ctx)
+			if batched {
+				bt.delivered++
+			}
 			if !handled[msg.Metadata.Get(postgres.MetaEventType)] {
 				return h(msg) // acked as not this projection's: nothing to protect
 			}
-			ctx := msg.Context()
-			if bt, ok := batchOf(ctx); ok {
+			if batched {
 				if bt.failed == nil {
 					msg.SetContext(context.WithValue(ctx, batchKey{}, bt))
 					_, err := h(msg)
@@ -412,15 +416,19 @@ func batchOf(ctx context.Context) (*pollTx, bool) {
 
 // batchable reports whether p's events may be applied in live batches: its
 // handlers follow the rule a replay relies on (it has tables to replay, and
-// every handler can apply sets).
+// every handler can apply sets), one handler an event type (a set is
+// applied by its first event's handler).
 func batchable(p Projection) bool {
 	if !Replayable(p) {
 		return false
 	}
+	types := map[string]bool{}
 	for _, h := range p.Handlers {
-		if _, ok := h.(replayable); !ok {
+		name := marshaler{}.Name(h.NewEvent())
+		if _, ok := h.(replayable); !ok || types[name] {
 			return false
 		}
+		types[name] = true
 	}
 	return true
 }
