@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"lectern/eventstore"
 	"lectern/eventstore/postgres"
 )
 
@@ -32,8 +32,8 @@ import (
 // is rolled back whole, and the projection polls its events again in
 // careful mode: one event a poll, under a savepoint, with the retries and the
 // poison stop of Runner.attempts, so that every event before a poison one is
-// committed. Once as many careful polls as the batch held have committed,
-// the projection is back to batches.
+// committed. Once as many careful polls as the failed poll delivered messages
+// have committed, the projection is back to batches.
 
 // errCareful ends a live batch that failed: its transaction is rolled back
 // and the same events are polled again, one at a time.
@@ -66,7 +66,7 @@ func (s modeSchema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, erro
 type pollBeginner struct {
 	wsql.Beginner
 	mode    *batchMode    // nil: never batched
-	timeout time.Duration // bounds each of the poll's statements
+	timeout time.Duration // bounds a statement left running at shutdown
 }
 
 func newPollBeginner(pool *pgxpool.Pool, mode *batchMode, timeout time.Duration) pollBeginner {
@@ -88,13 +88,13 @@ func (b pollBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.Tx
 }
 
 // pollTx is a projection's poll transaction. Its statements and its commit
-// run to their end even when the poll's context ends (the shutdown), each
-// bounded by the timeout: a statement cut short closes its connection, and
+// run to their end even when the poll's context ends (the shutdown), then
+// for at most the timeout: a statement cut short closes its connection, and
 // the poll's commit would then fail.
 //
 // Batched, it collects the events the handlers are given (collect) and
-// applies them before the subscriber's next statement (the offset's update)
-// or the commit; otherwise handlers write through it at once.
+// applies those the offset's update covers together with it (apply);
+// otherwise handlers write through it at once.
 type pollTx struct {
 	pgx.Tx
 	ctx     context.Context // the poll's
@@ -176,26 +176,16 @@ func ackedItems(items []setItem, args []any) []setItem {
 	if !ok || err != nil {
 		return items
 	}
+	acked := eventstore.Position{Commit: txid, Prepare: uint64(offset)}
 	n := len(items)
-	for n > 0 && positionAfter(items[n-1].m.Position, txid, offset) {
+	for n > 0 {
+		pos, err := eventstore.ParsePosition(items[n-1].m.Position)
+		if err != nil || pos.Compare(acked) <= 0 {
+			break
+		}
 		n--
 	}
 	return items[:n]
-}
-
-// positionAfter reports whether pos ("<transaction id>-<offset>") comes
-// after the given transaction id and offset in the log.
-func positionAfter(pos string, txid uint64, offset int64) bool {
-	t, o, ok := strings.Cut(pos, "-")
-	if !ok {
-		return false
-	}
-	pt, err1 := strconv.ParseUint(t, 10, 64)
-	po, err2 := strconv.ParseInt(o, 10, 64)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	return pt > txid || pt == txid && po > offset
 }
 
 func (t *pollTx) giveUp(err error) error {
