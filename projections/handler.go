@@ -52,7 +52,7 @@ func handle(ctx context.Context, h replayable, event any) error {
 	if err != nil {
 		return err
 	}
-	if b := batchFrom(ctx); b != nil {
+	if b, ok := batchOf(ctx); ok {
 		b.collect(setItem{h: h, typ: marshaler{}.NameFromMessage(msg), stream: m.StreamID, m: m, e: event})
 		return nil
 	}

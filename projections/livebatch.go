@@ -251,11 +251,3 @@ func (t *pollTx) Rollback() error {
 	defer cancel()
 	return t.Tx.Rollback(ctx)
 }
-
-// batchKey carries, in a message's context, the batch collecting its event.
-type batchKey struct{}
-
-func batchFrom(ctx context.Context) *pollTx {
-	t, _ := ctx.Value(batchKey{}).(*pollTx)
-	return t
-}

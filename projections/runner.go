@@ -334,10 +334,7 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 			}
 			if batched {
 				if bt.failed == nil {
-					msg.SetContext(context.WithValue(ctx, batchKey{}, bt))
-					_, err := h(msg)
-					msg.SetContext(ctx)
-					if err != nil {
+					if _, err := h(msg); err != nil { // the handler collects the event (handle)
 						bt.fail(fmt.Errorf("event %s: %w", msg.UUID, err))
 					}
 				}
