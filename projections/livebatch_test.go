@@ -140,16 +140,23 @@ func TestLiveBatchRefusedIsAppliedOneAtATime(t *testing.T) {
 	}
 }
 
-// A poison event in a batch stops its projection just before it: the events
-// before it in the same batch are applied and committed, none after it.
-func TestLiveBatchPoisonEventStopsItsProjection(t *testing.T) {
+// pickyBatch is a fresh database and a batched projection ("picky_batch")
+// whose table refuses agents named "poison".
+func pickyBatch(t *testing.T) (*pgxpool.Pool, projections.Projection) {
+	t.Helper()
 	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL, name TEXT NOT NULL CHECK (name <> 'poison'))`)
-	p := projections.Projection{Name: "picky_batch", Tables: []string{"seen"}, Handlers: []projections.GroupHandler{
+	return pool, projections.Projection{Name: "picky_batch", Tables: []string{"seen"}, Handlers: []projections.GroupHandler{
 		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
 			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1, $2)`, e.AgentID, e.Name)
 			return err
 		}),
 	}}
+}
+
+// A poison event in a batch stops its projection just before it: the events
+// before it in the same batch are applied and committed, none after it.
+func TestLiveBatchPoisonEventStopsItsProjection(t *testing.T) {
+	pool, p := pickyBatch(t)
 	appendAgent(t, pool, 1, "fine")
 	before := appendAgent(t, pool, 2, "fine")
 	appendAgent(t, pool, 3, "poison")
@@ -176,13 +183,7 @@ func TestLiveBatchPoisonEventStopsItsProjection(t *testing.T) {
 // event behind many of them stops it after one failed batch, not after a
 // batch failing again and again a few messages further on.
 func TestLiveBatchFailureRetakesTheWholePollCarefully(t *testing.T) {
-	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL, name TEXT NOT NULL CHECK (name <> 'poison'))`)
-	p := projections.Projection{Name: "picky_batch", Tables: []string{"seen"}, Handlers: []projections.GroupHandler{
-		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
-			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1, $2)`, e.AgentID, e.Name)
-			return err
-		}),
-	}}
+	pool, p := pickyBatch(t)
 	appendAgent(t, pool, 1, "fine")
 	store := postgres.New(pool, nil)
 	var before eventstore.Position
