@@ -135,9 +135,6 @@ func (e *env) events(t testing.TB) eventstore.Store {
 	return postgres.New(e.pool, nil)
 }
 
-// testConsistencyWait bounds the tests' read-your-writes waits (see startEnv).
-const testConsistencyWait = 10 * time.Second
-
 type envConfig struct {
 	now         func() time.Time // nil: time.Now
 	adminEmails []string
@@ -163,20 +160,15 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		t.Fatal(err)
 	}
 	svc, err := service.New(service.Config{
-		Pool:          e.pool,
-		JWTKey:        e.key,
-		AdminEmails:   cfg.adminEmails,
-		Mail:          e.mail,
-		Logger:        slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:           cfg.now,
-		AddressLimit:  100000,
-		EventStoreURL: eventStoreURL(t),
-		// make test runs every package's services on one cluster at once,
-		// and the log's visibility horizon is the cluster's: another
-		// package's held transaction (held on purpose, or a slow batch under
-		// load) can stall these projections past the 2 s default, and a
-		// write would then answer before its read model holds it.
-		ConsistencyWait: testConsistencyWait,
+		Pool:            e.pool,
+		JWTKey:          e.key,
+		AdminEmails:     cfg.adminEmails,
+		Mail:            e.mail,
+		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:             cfg.now,
+		AddressLimit:    100000,
+		EventStoreURL:   eventStoreURL(t),
+		ConsistencyWait: pgtest.ConsistencyWait,
 	})
 	if err != nil {
 		t.Fatalf("service.New: %v", err)

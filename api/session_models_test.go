@@ -91,13 +91,11 @@ func newModelEnv(t *testing.T, models ...llm.Model) *env {
 	}
 	svc, err := service.New(service.Config{
 		Pool: e.pool, JWTKey: e.key, Mail: e.mail, AddressLimit: 100000,
-		Logger:        slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Models:        cat,
-		ModelOptions:  []llm.Option{llm.WithHTTPClient(&http.Client{})},
-		EventStoreURL: eventStoreURL(t),
-		// As startEnv: the shared service's projections may lag past the
-		// 2 s default while other packages' tests load the cluster.
-		ConsistencyWait: testConsistencyWait,
+		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Models:          cat,
+		ModelOptions:    []llm.Option{llm.WithHTTPClient(&http.Client{})},
+		EventStoreURL:   eventStoreURL(t),
+		ConsistencyWait: pgtest.ConsistencyWait,
 	})
 	if err != nil {
 		t.Fatalf("service.New: %v", err)

@@ -58,9 +58,7 @@ func start(t *testing.T, pool *pgxpool.Pool, cfg service.Config) *harness {
 	}
 	cfg.AdminEmails = []string{"admin@example.com"}
 	if cfg.ConsistencyWait == 0 {
-		// Other packages' tests share the cluster, and its log horizon: read
-		// models may lag past the 2 s default.
-		cfg.ConsistencyWait = 10 * time.Second
+		cfg.ConsistencyWait = pgtest.ConsistencyWait
 	}
 	svc, err := service.New(cfg)
 	if err != nil {

@@ -53,6 +53,13 @@ func Pool(tb testing.TB) *pgxpool.Pool {
 	return shared
 }
 
+// ConsistencyWait is how long a test's service waits for its read models
+// before it answers a write. make test runs every package's tests on one
+// cluster at once, and the log's visibility horizon is the cluster's: another
+// package's open transaction (held on purpose, or a slow batch under load)
+// can hold read models back past the service's 2 s default.
+const ConsistencyWait = 10 * time.Second
+
 // Fresh returns a database of its own for one test, dropped when it ends.
 func Fresh(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()

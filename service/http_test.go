@@ -10,9 +10,9 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
-	"time"
 
 	"lectern/mail"
+	"lectern/pgtest"
 	"lectern/service"
 )
 
@@ -33,9 +33,7 @@ func serve(t *testing.T, cfg service.Config) (svc *service.Service, url string, 
 		_, _ = rand.Read(cfg.JWTKey)
 	}
 	if cfg.ConsistencyWait == 0 {
-		// Other packages' tests share the cluster, and its log horizon: read
-		// models may lag past the 2 s default.
-		cfg.ConsistencyWait = 10 * time.Second
+		cfg.ConsistencyWait = pgtest.ConsistencyWait
 	}
 	svc, err := service.New(cfg)
 	if err != nil {

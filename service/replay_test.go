@@ -80,7 +80,7 @@ func startReplayEnv(t *testing.T, store string) *replayEnv {
 	t.Helper()
 	cfg := service.Config{Pool: pgtest.Fresh(t),
 		AdminEmails: []string{"admin@example.com"}, AddressLimit: 100000,
-		ConsistencyWait: 10 * time.Second} // other packages' tests share the cluster's log horizon
+		ConsistencyWait: pgtest.ConsistencyWait}
 	if store == "esdbfake" {
 		cfg.EventStoreURL = esdbfake.Start(t)
 	}
