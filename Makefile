@@ -9,8 +9,11 @@ run:
 
 # The HTTP suite runs a second time with EventStoreDB (the in-process fake)
 # as the event store: only api/ reads LECTERN_TEST_EVENT_STORE.
+# Then the API is fuzzed for FUZZTIME with malformed input (FuzzOperations;
+# its seeds already ran with the rest of the suite).
+FUZZTIME ?= 20s
 test:
-	scripts/with-postgres.sh sh -c '$(GO) test -race -count=1 ./... && LECTERN_TEST_EVENT_STORE=esdbfake $(GO) test -race -count=1 ./api/'
+	scripts/with-postgres.sh sh -c '$(GO) test -race -count=1 ./... && LECTERN_TEST_EVENT_STORE=esdbfake $(GO) test -race -count=1 -skip FuzzOperations ./api/ && $(GO) test -count=1 -run "^$$" -fuzz "^FuzzOperations$$" -fuzztime $(FUZZTIME) ./api/'
 
 bench:
 	scripts/with-postgres.sh $(GO) run ./cmd/lectern-bench

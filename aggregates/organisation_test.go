@@ -1,6 +1,7 @@
 package aggregates_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -83,5 +84,37 @@ func TestPromotionDecisions(t *testing.T) {
 	r := given(aggregates.EvolvePromotion, requested, events.PromotionApproved{RequestID: 8, OrgID: 4, PartnerID: 6, ReviewedBy: 1})
 	if r.Status != "approved" || *r.OrgID != 4 || *r.PartnerID != 6 || r.ReviewedAt == nil {
 		t.Errorf("state after approval: %+v", r)
+	}
+}
+
+// A request records the requester's own address, whatever it says.
+func TestPromotionRecordsTheAccountEmail(t *testing.T) {
+	evs, err := aggregates.DecideRequestPromotion(aggregates.PromotionRequest{}, aggregates.RequestPromotion{
+		RequestID: 1, UserID: 2, Email: "someone.else@example.com", AccountEmail: "me@example.com", OrgName: "X"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := evs[0].(events.PromotionRequested).Email; got != "me@example.com" {
+		t.Errorf("recorded %q", got)
+	}
+}
+
+// Approval names its outcome: a new organisation or an existing one, never
+// both and never neither (which used to join by name).
+func TestApprovalTarget(t *testing.T) {
+	for _, tc := range []struct {
+		target aggregates.ApprovalTarget
+		ok     bool
+	}{
+		{aggregates.ApprovalTarget{NewOrganisation: true}, true},
+		{aggregates.ApprovalTarget{OrgID: 3}, true},
+		{aggregates.ApprovalTarget{}, false},
+		{aggregates.ApprovalTarget{NewOrganisation: true, OrgID: 3}, false},
+	} {
+		err := tc.target.Validate()
+		var field *derrors.FieldError
+		if tc.ok != (err == nil) || err != nil && !errors.As(err, &field) {
+			t.Errorf("%+v: %v", tc.target, err)
+		}
 	}
 }

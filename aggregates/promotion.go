@@ -63,6 +63,10 @@ type RequestPromotion struct {
 	OrgName     string
 	TargetRole  string
 	EduCategory *string
+	// AccountEmail is the requester's own verified address: the one the
+	// request records, whatever Email says, so that nobody files in
+	// another's name.
+	AccountEmail string
 }
 
 // DecideRequestPromotion files the request.
@@ -71,7 +75,7 @@ func DecideRequestPromotion(r PromotionRequest, c RequestPromotion) ([]events.Ev
 		return nil, derrors.New(derrors.ErrConflict, "Promotion request already exists")
 	}
 	return []events.Event{events.PromotionRequested{RequestID: c.RequestID, UserID: c.UserID, Name: c.Name,
-		Email: c.Email, OrgName: c.OrgName, TargetRole: c.TargetRole, EduCategory: c.EduCategory}}, nil
+		Email: c.AccountEmail, OrgName: c.OrgName, TargetRole: c.TargetRole, EduCategory: c.EduCategory}}, nil
 }
 
 func reviewable(r PromotionRequest) error {
@@ -99,4 +103,23 @@ func DecideRejectPromotion(r PromotionRequest, by int64, reason *string) ([]even
 		return nil, err
 	}
 	return []events.Event{events.PromotionRejected{RequestID: r.ID, UserID: r.UserID, ReviewedBy: by, Reason: reason}}, nil
+}
+
+// ApprovalTarget is where an approved requester becomes a partner: a new
+// organisation named as the request asks, or an existing one the admin
+// names. Approval never joins an organisation by its name alone.
+type ApprovalTarget struct {
+	NewOrganisation bool
+	OrgID           int64
+}
+
+// Validate refuses a target that is not exactly one of the two.
+func (t ApprovalTarget) Validate() error {
+	switch {
+	case t.NewOrganisation && t.OrgID != 0:
+		return derrors.Invalid([]any{"body"}, nil, "give either organization \"new\" or org_id, not both")
+	case !t.NewOrganisation && t.OrgID == 0:
+		return derrors.Invalid([]any{"body"}, nil, "say where the partner goes: organization \"new\", or the org_id of an existing organization")
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"lectern/eventstore"
+	"lectern/poll"
 )
 
 // eventItems reads the items of an EventPage.
@@ -44,15 +45,13 @@ func eventKeys(items []map[string]any) []string {
 // pg_snapshot_xmin horizon), an instant after its write responded.
 func eventsEventually(t testing.TB, e *env, path, token string, want int) response {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res := e.do(t, "GET", path, nil, token)
+	var res response
+	poll.Until(10*time.Second, func() bool {
+		res = e.do(t, "GET", path, nil, token)
 		wantStatus(t, res, http.StatusOK)
-		if len(eventItems(t, res)) >= want || time.Now().After(deadline) {
-			return res
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(eventItems(t, res)) >= want
+	})
+	return res
 }
 
 func TestAdminEventsAreForAdmins(t *testing.T) {

@@ -120,7 +120,10 @@ func TestAuthorizationOrganisations(t *testing.T) {
 			want: [6]int{401, 403, 403, 403, 403, 200}},
 		{name: "approve promotion", method: "POST",
 			path: func(actors) string { return fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", approveID) },
-			body: func(t *testing.T, e *env, _ actors) any { approveID = pendingRequest(t, e); return nil },
+			body: func(t *testing.T, e *env, _ actors) any {
+				approveID = pendingRequest(t, e)
+				return map[string]any{"organization": "new"}
+			},
 			want: [6]int{401, 403, 403, 403, 403, 200}},
 		{name: "reject promotion", method: "POST",
 			path: func(actors) string { return fmt.Sprintf("/admin/partner-promotion-requests/%d/reject", rejectID) },

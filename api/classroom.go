@@ -36,7 +36,7 @@ var (
 	enrollmentPath    = []validation.Field{idParam("enrollment_id")}
 	createClassQuery  = []validation.Field{{Name: "course_id", Kind: validation.Int, Ge: bound(1)}}
 	courseStatusField = validation.Field{Name: "status", Kind: validation.Enum, Enum: aggregates.CourseStatuses, Default: aggregates.CourseDraft}
-	modelIDs          = validation.Field{Name: "allowed_model_ids", Kind: validation.List, Nullable: true,
+	modelIDs          = validation.Field{Name: "allowed_model_ids", Kind: validation.List, Nullable: true, MaxItems: maxAllowedModelIDs,
 		Elem: &validation.Field{Kind: validation.Int, Ge: bound(1)}}
 	capacityField = validation.Field{Name: "capacity", Kind: validation.Int, Nullable: true, Ge: bound(1), Le: bound(maxCapacity)}
 
@@ -149,7 +149,7 @@ func (s *Server) classroomOperations() []operation {
 			status: 204, errors: []int{401, 404, 409}, handle: s.dropEnrollment},
 		{method: http.MethodPost, path: "/user/class/join", id: "join_class", tag: "enrollments", auth: true, idempotent: true,
 			summary: "Join a class as a student with an invite code", body: &joinBody, status: 201, response: "Enrollment",
-			errors: []int{401, 404, 409}, handle: s.joinClass},
+			errors: []int{401, 404, 409, 429}, handle: s.joinClass},
 	}
 }
 
@@ -686,7 +686,7 @@ func (s *Server) dropEnrollment(w http.ResponseWriter, r *http.Request, in input
 
 func (s *Server) joinClass(w http.ResponseWriter, r *http.Request, in input) error {
 	code, _ := in.body.String("code")
-	en, res, err := s.deps.Commands.Classroom.Join(r.Context(), code, in.user.UserID)
+	en, res, err := s.deps.Commands.Classroom.Join(r.Context(), code, in.user.UserID, s.clientAddr(r))
 	if err != nil {
 		return err
 	}

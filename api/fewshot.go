@@ -18,7 +18,7 @@ var (
 		{Name: "input_text", Kind: validation.String, Required: true, MinLength: 1, MaxLength: maxText},
 		{Name: "output_text", Kind: validation.String, Required: true, MinLength: 1, MaxLength: maxText},
 		optString("title", maxName, true),
-		{Name: "meta", Kind: validation.Object, Default: map[string]any{}},
+		{Name: "meta", Kind: validation.Object, MaxItems: maxObjectKeys, Default: map[string]any{}},
 		{Name: "is_active", Kind: validation.Bool, Nullable: true, Default: true},
 	}}
 	// Every field is optional (seed 4.6); null resets a field to its default,
@@ -29,7 +29,7 @@ var (
 			Description: "null is refused (422): an example's texts cannot be empty"},
 		{Name: "output_text", Kind: validation.String, Nullable: true, MinLength: 1, MaxLength: maxText,
 			Description: "null is refused (422): an example's texts cannot be empty"},
-		{Name: "meta", Kind: validation.Object, Nullable: true, Description: "replaces the whole object; null resets it to {}"},
+		{Name: "meta", Kind: validation.Object, MaxItems: maxObjectKeys, Nullable: true, Description: "replaces the whole object; null resets it to {}"},
 		{Name: "is_active", Kind: validation.Bool, Nullable: true, Description: "null resets it to true"},
 	}}
 	listFewShotQuery = append([]validation.Field{

@@ -20,7 +20,7 @@ func idParam(name string) validation.Field {
 
 // pageQuery is the page and size of every list.
 var pageQuery = []validation.Field{
-	{Name: "page", Kind: validation.Int, Ge: bound(1), Default: 1},
+	{Name: "page", Kind: validation.Int, Ge: bound(1), Le: bound(maxPage), Default: 1},
 	{Name: "size", Kind: validation.Int, Ge: bound(1), Le: bound(200), Default: 50},
 }
 
@@ -28,4 +28,17 @@ var pageQuery = []validation.Field{
 const (
 	maxName = 200
 	maxText = 100_000
+	// maxPage keeps a list's OFFSET ((page-1)*size) far inside int64 and
+	// PostgreSQL's reach.
+	maxPage = 1_000_000
+)
+
+// Bounds on the collections a request may hold (security.md): each one far
+// above real use, so that no request costs much more than its size.
+const (
+	maxModelsPerTurn   = 10  // model_names
+	maxKnowledgeIDs    = 20  // knowledge_ids
+	maxFewShotIDs      = 50  // few_shot_example_ids
+	maxAllowedModelIDs = 100 // allowed_model_ids
+	maxObjectKeys      = 50  // style_params, generation_params, meta
 )

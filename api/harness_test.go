@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -30,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"lectern/commands"
 	"lectern/eventstore"
 	"lectern/eventstore/esdb"
 	"lectern/eventstore/esdbfake"
@@ -80,14 +83,16 @@ func sharedEnv(t testing.TB) *env {
 
 // newEnv starts another service on the package's database, stopped when t
 // ends: for a clock the test controls, or another configuration. The shared
-// service's projections serve its reads.
+// service's projections serve its reads. Its client sends from a loopback
+// address of its own, so that per-address rate limits on its clock never
+// meet another service's.
 func newEnv(t testing.TB, cfg envConfig) *env {
 	t.Helper()
 	sharedEnv(t)
 	cfg.projections = false
 	e := startEnv(t, cfg)
 	t.Cleanup(e.stop)
-	return e
+	return e.from(t)
 }
 
 // fakeStore is the package's fake EventStoreDB when LECTERN_TEST_EVENT_STORE
@@ -139,18 +144,26 @@ type envConfig struct {
 	now         func() time.Time // nil: time.Now
 	adminEmails []string
 	projections bool
+	// addressLimit is the per-minute limit of each client address (0:
+	// 100000, since every test's requests come from 127.0.0.1).
+	addressLimit int
+	limits       commands.Limits // other rate limits (zero fields: the defaults)
+	// trustedProxies are the proxies whose forwarding headers count.
+	trustedProxies []netip.Prefix
 }
 
 // env is one running service and what a test needs to talk to it.
 type env struct {
-	srv  *httptest.Server
-	svc  *service.Service
-	pool *pgxpool.Pool
-	mail *mailbox
-	key  []byte // the JWT signing key
-	logs *logLines
-	doc  *apiDoc
-	stop func()
+	srv    *httptest.Server
+	client *http.Client // nil: srv.Client(); see from
+	addr   string       // the client's address; "" is 127.0.0.1
+	svc    *service.Service
+	pool   *pgxpool.Pool
+	mail   *mailbox
+	key    []byte // the JWT signing key
+	logs   *logLines
+	doc    *apiDoc
+	stop   func()
 }
 
 func startEnv(t testing.TB, cfg envConfig) *env {
@@ -159,6 +172,10 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 	if _, err := rand.Read(e.key); err != nil {
 		t.Fatal(err)
 	}
+	addressLimit := cfg.addressLimit
+	if addressLimit == 0 {
+		addressLimit = 100000
+	}
 	svc, err := service.New(service.Config{
 		Pool:            e.pool,
 		JWTKey:          e.key,
@@ -166,7 +183,9 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		Mail:            e.mail,
 		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:             cfg.now,
-		AddressLimit:    100000,
+		AddressLimit:    addressLimit,
+		Limits:          cfg.limits,
+		TrustedProxies:  cfg.trustedProxies,
 		EventStoreURL:   eventStoreURL(t),
 		ConsistencyWait: pgtest.ConsistencyWait,
 	})
@@ -320,7 +339,11 @@ func (e *env) send(t testing.TB, method, path string, body any, token string, he
 	for i := 0; i < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := e.srv.Client().Do(req)
+	client := e.client
+	if client == nil {
+		client = e.srv.Client()
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -364,8 +387,13 @@ func (e *env) check(t testing.TB, res response) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// chi routes on the escaped path when it differs (%2F in a segment).
+	routePath := u.Path
+	if u.RawPath != "" {
+		routePath = u.RawPath
+	}
 	rctx := chi.NewRouteContext()
-	if !e.svc.Handler.Router().Match(rctx, res.Method, u.Path) {
+	if !e.svc.Handler.Router().Match(rctx, res.Method, routePath) {
 		// Unknown routes and wrong methods answer with the ErrorDetail shape.
 		if res.Status != http.StatusNotFound && res.Status != http.StatusMethodNotAllowed {
 			t.Errorf("%s: no route matches, yet the status is not 404 or 405", res)
@@ -698,4 +726,29 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// loopbacks hands out loopback addresses other than 127.0.0.1.
+var loopbacks struct {
+	sync.Mutex
+	n int
+}
+
+// from is e as a client at another address sees it: a loopback address no
+// other client of the package uses (127.1.0.1 and on), for per-address
+// limits. addr is that address.
+func (e *env) from(t testing.TB) *env {
+	t.Helper()
+	loopbacks.Lock()
+	n := loopbacks.n
+	loopbacks.n++
+	loopbacks.Unlock()
+	local := net.IPv4(127, 1+byte(n/(250*250)), byte(n/250%250), byte(n%250+1))
+	tr := e.srv.Client().Transport.(*http.Transport).Clone()
+	tr.DialContext = (&net.Dialer{LocalAddr: &net.TCPAddr{IP: local}}).DialContext
+	t.Cleanup(tr.CloseIdleConnections)
+	other := *e
+	other.client = &http.Client{Transport: tr}
+	other.addr = local.String()
+	return &other
 }

@@ -2,6 +2,9 @@ package api_test
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"regexp"
 	"slices"
@@ -199,4 +202,37 @@ func TestHealth(t *testing.T) {
 	e := sharedEnv(t)
 	wantBody(t, e.do(t, "GET", "/healthz", nil, ""), http.StatusOK, `{"status":"ok"}`)
 	wantBody(t, e.do(t, "GET", "/readyz", nil, ""), http.StatusOK, `{"status":"ready"}`)
+}
+
+// A key whose request died with its process (kill -9 mid-request) holds it
+// only for its lease: a retry within the lease is 409, after it the retry
+// runs, once.
+func TestIdempotencyKeyAfterACrash(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	body := `{"name":"after a crash","system_prompt":"p"}`
+	sum := sha256.Sum256([]byte(body))
+	crashed := func(key, lease string) {
+		t.Helper()
+		// The row a request leaves when its process dies mid-way.
+		if _, err := e.pool.Exec(context.Background(), `INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, lease_until)
+			VALUES ($1, $2, $3, 0, '{}', '', now() + $4::interval)`, u.ID, key, "POST /agents "+hex.EncodeToString(sum[:]), lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, lapsed := uuid.NewString(), uuid.NewString()
+	crashed(held, "1 hour")
+	crashed(lapsed, "-1 second")
+
+	wantDetail(t, e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", held), http.StatusConflict,
+		"A request with this Idempotency-Key is still in progress")
+	first := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", lapsed)
+	wantStatus(t, first, http.StatusCreated)
+	again := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", lapsed)
+	wantBody(t, again, http.StatusCreated, string(first.Body))
+	wantHeader(t, again, "Idempotent-Replayed", "true")
+	if total := num(t, e.do(t, "GET", "/agents", nil, u.Access), "total"); total != 1 {
+		t.Errorf("%d agents after the retries, want 1", total)
+	}
 }

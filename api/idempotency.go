@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -37,6 +39,12 @@ func (b *bufferedResponse) WriteHeader(code int) {
 	}
 }
 
+// idempotencyLeaseDuration is how long a request in progress holds its key
+// without renewing it: a retry after a crash waits at most this long.
+const idempotencyLeaseDuration = 6 * time.Second
+
+var idempotencyLease = fmt.Sprintf("%d milliseconds", idempotencyLeaseDuration.Milliseconds())
+
 // replayedHeaders are the headers a replay repeats.
 var replayedHeaders = []string{"Content-Type", "X-Event-Position", "X-Projection-Pending", "Location"}
 
@@ -57,11 +65,23 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 	if _, err := db.Exec(ctx, `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at < now() - interval '24 hours'`, userID, key); err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, request, status, headers, body) VALUES ($1, $2, $3, 0, '{}', '') ON CONFLICT DO NOTHING`, userID, key, request)
+	tag, err := db.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, lease_until)
+		VALUES ($1, $2, $3, 0, '{}', '', now() + $4::interval) ON CONFLICT DO NOTHING`, userID, key, request, idempotencyLease)
 	if err != nil {
 		return err
 	}
-	if tag.RowsAffected() == 0 {
+	owned := tag.RowsAffected() == 1
+	if !owned {
+		// A request of the same key and body whose lease lapsed died with
+		// its process: this retry takes the key over and runs it.
+		tag, err := db.Exec(ctx, `UPDATE idempotency_keys SET lease_until = now() + $4::interval
+			WHERE user_id = $1 AND key = $2 AND request = $3 AND status = 0 AND lease_until < now()`, userID, key, request, idempotencyLease)
+		if err != nil {
+			return err
+		}
+		owned = tag.RowsAffected() == 1
+	}
+	if !owned {
 		var storedRequest string
 		var status int
 		var headers map[string]string
@@ -89,8 +109,28 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 		return nil
 	}
 
+	// Renew the lease while the request runs (a practice turn may take
+	// longer than the lease).
+	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(idempotencyLeaseDuration / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-t.C:
+				_, _ = db.Exec(renewCtx, `UPDATE idempotency_keys SET lease_until = now() + $3::interval
+					WHERE user_id = $1 AND key = $2 AND status = 0`, userID, key, idempotencyLease)
+			}
+		}
+	}()
 	buf := &bufferedResponse{header: http.Header{}}
 	herr := handle(buf)
+	stopRenewing()
+	<-renewed
 	if herr != nil || buf.status >= 400 {
 		// Failures are not remembered: a retry runs again.
 		_, _ = db.Exec(context.WithoutCancel(ctx), `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key)

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net"
 	"net/http"
 
 	"lectern/api/validation"
@@ -27,14 +26,6 @@ var (
 	refreshBody = validation.Schema{Fields: []validation.Field{reqString("refresh_token", 256)}}
 )
 
-func clientAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 type tokensJSON struct {
 	AccessToken  string `json:"access_token"`
 	RefreshToken string `json:"refresh_token"`
@@ -57,7 +48,7 @@ type userJSON struct {
 
 func (s *Server) sendCode(w http.ResponseWriter, r *http.Request, in input) error {
 	email, _ := in.body.String("email")
-	token, expires, err := s.deps.Identity.SendCode(r.Context(), email, clientAddr(r))
+	token, expires, err := s.deps.Identity.SendCode(r.Context(), email, s.clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -71,7 +62,7 @@ func (s *Server) verifyCode(w http.ResponseWriter, r *http.Request, in input) er
 	email, _ := in.body.String("email")
 	code, _ := in.body.String("code")
 	token, _ := in.body.String("verification_token")
-	verified, err := s.deps.Identity.VerifyCode(r.Context(), email, code, token, clientAddr(r))
+	verified, err := s.deps.Identity.VerifyCode(r.Context(), email, code, token, s.clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -100,7 +91,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request, in input) error 
 func (s *Server) login(w http.ResponseWriter, r *http.Request, in input) error {
 	email, _ := in.body.String("email")
 	password, _ := in.body.String("password")
-	toks, err := s.deps.Identity.Login(r.Context(), email, password, clientAddr(r))
+	toks, err := s.deps.Identity.Login(r.Context(), email, password, s.clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -111,6 +102,9 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, in input) error {
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request, in input) error {
 	token, _ := in.body.String("refresh_token")
 	toks, err := s.deps.Identity.Refresh(r.Context(), token)
+	// A reused token revokes its session: this process forgets it now,
+	// the others when the revocation's announcement reaches them.
+	s.sessions.reset()
 	if err != nil {
 		return err
 	}
@@ -120,7 +114,9 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, in input) error
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, in input) error {
 	token, _ := in.body.String("refresh_token")
-	if err := s.deps.Identity.Logout(r.Context(), token); err != nil {
+	err := s.deps.Identity.Logout(r.Context(), token)
+	s.sessions.reset() // as in refresh
+	if err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)

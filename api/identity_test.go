@@ -1,8 +1,11 @@
 package api_test
 
 import (
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -11,19 +14,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"lectern/auth"
+	"lectern/poll"
 )
 
 // wrongCode is a 6-digit code that is not code.
 func wrongCode(code string) string {
 	return strconv.Itoa((int(code[0]-'0')+1)%10) + code[1:]
-}
-
-// A clock frozen in the middle of a 15-minute rate-limit window, so that a
-// test never straddles two windows; Retry-After is then exactly 480 s.
-func midWindow() time.Time {
-	return time.Now().UTC().Truncate(15 * time.Minute).Add(7 * time.Minute)
 }
 
 func TestSendCode(t *testing.T) {
@@ -77,15 +76,16 @@ func TestSendCodeValidation(t *testing.T) {
 
 func TestSendCodeRateLimit(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, envConfig{now: newClock(midWindow()).Now})
+	e := newEnv(t, envConfig{now: newClock(time.Now()).Now})
 	email := uniqueEmail()
 	for i := 1; i <= 5; i++ {
 		res := e.do(t, "POST", "/user/email/send-code", map[string]string{"email": email}, "")
 		wantStatus(t, res, http.StatusOK)
 	}
 	res := e.do(t, "POST", "/user/email/send-code", map[string]string{"email": email}, "")
-	wantStatus(t, res, http.StatusTooManyRequests)
-	wantHeader(t, res, "Retry-After", "480")
+	wantDetail(t, res, http.StatusTooManyRequests, "Too many codes sent to this address; try again later")
+	// A sliding window: the first code leaves it 15 minutes after it went.
+	wantHeader(t, res, "Retry-After", "900")
 	if n := e.mail.count(email); n != 5 {
 		t.Errorf("%d e-mails went to %s, want 5", n, email)
 	}
@@ -155,6 +155,40 @@ func TestVerifyCode(t *testing.T) {
 			t.Errorf("%s: no Retry-After header", res)
 		}
 	})
+	t.Run("a verified code does not verify again", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		token, code := e.sendCode(t, email)
+		wantStatus(t, verify(t, email, code, token), http.StatusOK)
+		wantBody(t, verify(t, email, code, token), http.StatusBadRequest, badCode)
+	})
+	t.Run("racing verifications of one code: one wins", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		token, code := e.sendCode(t, email)
+		won := 0
+		for _, res := range concurrently(4, func(int) response { return verify(t, email, code, token) }) {
+			if res.Status == http.StatusOK {
+				won++
+			}
+		}
+		if won != 1 {
+			t.Errorf("%d of 4 racing verifications succeeded, want 1", won)
+		}
+	})
+	t.Run("a dump of the codes does not reveal them", func(t *testing.T) {
+		t.Parallel()
+		email := uniqueEmail()
+		_, code := e.sendCode(t, email)
+		plain := sha256.Sum256([]byte(code))
+		var stored string
+		if err := e.pool.QueryRow(context.Background(), `SELECT code_hash FROM email_codes WHERE email = $1`, email).Scan(&stored); err != nil {
+			t.Fatal(err)
+		}
+		if stored == hex.EncodeToString(plain[:]) || strings.Contains(stored, code) {
+			t.Errorf("the stored code hash %s is the code's unkeyed SHA-256", stored)
+		}
+	})
 	t.Run("missing fields", func(t *testing.T) {
 		t.Parallel()
 		res := e.do(t, "POST", "/user/email/verify-code", `{"code":"123456"}`, "")
@@ -164,8 +198,8 @@ func TestVerifyCode(t *testing.T) {
 	})
 }
 
-// A code allows five tries even when the per-address failure count has
-// moved to a new window.
+// A code allows five tries, whatever the failure counts: the right code
+// from another address, which has no failures, still fails.
 func TestVerifyCodeAllowsFiveTries(t *testing.T) {
 	t.Parallel()
 	windowEnd := time.Now().UTC().Truncate(15 * time.Minute).Add(15 * time.Minute)
@@ -180,8 +214,13 @@ func TestVerifyCodeAllowsFiveTries(t *testing.T) {
 		res := e.do(t, "POST", "/user/email/verify-code", body(wrongCode(code)), "")
 		wantStatus(t, res, http.StatusBadRequest)
 	}
-	clk.Advance(20 * time.Second) // a new failure window; the code is still fresh
+	// Past a quarter-hour's edge, where a fixed window started afresh, the
+	// sliding one still holds the five failures.
+	clk.Advance(20 * time.Second)
 	res := e.do(t, "POST", "/user/email/verify-code", body(code), "")
+	wantDetail(t, res, http.StatusTooManyRequests, "Too many failed attempts; try again later")
+	wantHeader(t, res, "Retry-After", "880")
+	res = e.from(t).do(t, "POST", "/user/email/verify-code", body(code), "")
 	wantDetail(t, res, http.StatusBadRequest, "Invalid or expired verification code")
 }
 
@@ -379,7 +418,7 @@ func TestLogin(t *testing.T) {
 
 func TestLoginRateLimit(t *testing.T) {
 	t.Parallel()
-	clk := newClock(midWindow())
+	clk := newClock(time.Now())
 	e := newEnv(t, envConfig{now: clk.Now})
 	const tooMany = "Too many failed attempts; try again later"
 
@@ -390,7 +429,7 @@ func TestLoginRateLimit(t *testing.T) {
 		}
 		res := login(t, e, u.Email, u.Password)
 		wantDetail(t, res, http.StatusTooManyRequests, tooMany)
-		wantHeader(t, res, "Retry-After", "480")
+		wantHeader(t, res, "Retry-After", "900") // when the first failure leaves the sliding window
 	})
 	t.Run("a successful login is not a failure", func(t *testing.T) {
 		u := e.signUp(t)
@@ -524,7 +563,7 @@ func TestMe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ghostToken, _, err := own.IssueAccess(1<<40, []string{"user"})
+	ghostToken, _, err := own.IssueSessionAccess(1<<40, []string{"user"}, uuid.NewString())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,4 +593,86 @@ func TestMe(t *testing.T) {
 			wantHeader(t, res, "WWW-Authenticate", "Bearer")
 		})
 	}
+}
+
+// Access tokens end with their session: a logout, or a refresh token's
+// reuse, refuses them at once, not when they expire.
+func TestAccessTokensEndWithTheirSession(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	const refused = `{"detail":"Could not validate credentials"}`
+
+	t.Run("logout", func(t *testing.T) {
+		t.Parallel()
+		u := e.signUp(t)
+		wantStatus(t, e.do(t, "GET", "/user/me", nil, u.Access), http.StatusOK)
+		wantStatus(t, e.do(t, "POST", "/user/logout", map[string]string{"refresh_token": u.Refresh}, ""), http.StatusNoContent)
+		res := e.do(t, "GET", "/user/me", nil, u.Access)
+		wantBody(t, res, http.StatusUnauthorized, refused)
+		wantHeader(t, res, "WWW-Authenticate", "Bearer")
+		// Another session of the same user is not touched.
+		res = e.do(t, "POST", "/user/login", map[string]string{"email": u.Email, "password": u.Password}, "")
+		wantStatus(t, res, http.StatusOK)
+		wantStatus(t, e.do(t, "GET", "/user/me", nil, str(t, res, "access_token")), http.StatusOK)
+	})
+	t.Run("a reused refresh token", func(t *testing.T) {
+		t.Parallel()
+		u := e.signUp(t)
+		res := e.do(t, "POST", "/user/token/refresh", map[string]string{"refresh_token": u.Refresh}, "")
+		wantStatus(t, res, http.StatusOK)
+		rotated := str(t, res, "access_token")
+		wantStatus(t, e.do(t, "GET", "/user/me", nil, rotated), http.StatusOK)
+		// The first refresh token again: it leaked, the family is revoked.
+		wantStatus(t, e.do(t, "POST", "/user/token/refresh", map[string]string{"refresh_token": u.Refresh}, ""), http.StatusUnauthorized)
+		wantBody(t, e.do(t, "GET", "/user/me", nil, rotated), http.StatusUnauthorized, refused)
+		wantBody(t, e.do(t, "GET", "/user/me", nil, u.Access), http.StatusUnauthorized, refused)
+	})
+	t.Run("roles are the user's, not the token's", func(t *testing.T) {
+		t.Parallel()
+		u := e.signUp(t)
+		own, err := auth.NewTokens(e.key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A token that claims a role the user no longer (or never) had.
+		claimsAdmin, _, err := own.IssueSessionAccess(u.ID, []string{"user", "admin"}, uuid.NewString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, e.do(t, "GET", "/admin/organizations", nil, claimsAdmin), http.StatusForbidden)
+		// And the other way round: a real admin's token that claims no role.
+		admin := asAdmin(t, e)
+		claimsNothing, _, err := own.IssueSessionAccess(admin.ID, nil, uuid.NewString())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, e.do(t, "GET", "/admin/organizations", nil, claimsNothing), http.StatusOK)
+	})
+	t.Run("a logout through another process", func(t *testing.T) {
+		t.Parallel()
+		u := e.signUp(t)
+		wantStatus(t, e.do(t, "GET", "/user/me", nil, u.Access), http.StatusOK) // remembered now
+		// Another replica's logout: the revocation reaches this process as
+		// the database's announcement, not through its own handler.
+		if _, err := e.pool.Exec(context.Background(), `UPDATE refresh_tokens SET revoked_at = now()
+			WHERE family_id = (SELECT family_id FROM refresh_tokens WHERE user_id = $1 LIMIT 1)`, u.ID); err != nil {
+			t.Fatal(err)
+		}
+		poll.Must(t, 5*time.Second, "the access token is refused once its session is revoked elsewhere", func() bool {
+			return e.send(t, "GET", "/user/me", nil, u.Access).Status == http.StatusUnauthorized
+		})
+	})
+	t.Run("a token without a session", func(t *testing.T) {
+		t.Parallel()
+		u := e.signUp(t)
+		own, err := auth.NewTokens(e.key, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bare, _, err := own.IssueAccess(u.ID, []string{"user"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantBody(t, e.do(t, "GET", "/user/me", nil, bare), http.StatusUnauthorized, refused)
+	})
 }

@@ -184,11 +184,15 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request, in input
 	c := aggregates.UploadKnowledgeDocument{OwnerID: in.user.UserID}
 	var err error
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
-		err = readUploadForm(r, &c)
+		err = readUploadForm(r, &c, s.deps.Extract)
 	} else {
 		err = readUploadJSON(r, &c)
 	}
 	if err != nil {
+		return err
+	}
+	// Nothing is stored of a document over the limits.
+	if err := s.deps.Extract.CheckText(c.Content); err != nil {
 		return err
 	}
 	doc, chunks, res, err := s.deps.Commands.Knowledge.Upload(r.Context(), c)
@@ -202,7 +206,7 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request, in input
 }
 
 func readUploadJSON(r *http.Request, c *aggregates.UploadKnowledgeDocument) error {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r.Body)
 	if err != nil {
 		return err
 	}
@@ -221,7 +225,7 @@ func readUploadJSON(r *http.Request, c *aggregates.UploadKnowledgeDocument) erro
 
 // readUploadForm reads a multipart upload: a file part "file" and an
 // optional "title" (default: the file's name).
-func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument) error {
+func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument, limits knowledge.ExtractLimits) error {
 	if err := r.ParseMultipartForm(MaxBodyBytes); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -253,7 +257,10 @@ func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument) erro
 		}
 		c.Content = string(data)
 	case typePDF:
-		text, err := knowledge.PDFText(data)
+		text, err := knowledge.PDFText(r.Context(), data, limits)
+		if errors.Is(err, knowledge.ErrTooLarge) {
+			return err
+		}
 		if err != nil {
 			return validation.Errors{validation.ValueError(fileLoc, fh.Filename, err.Error())}
 		}

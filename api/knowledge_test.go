@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"mime/multipart"
@@ -14,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"lectern/knowledge/knowledgetest"
+	"lectern/poll"
 )
 
 const documentsPath = "/user/document"
@@ -261,15 +263,14 @@ func TestSearchDocument(t *testing.T) {
 // awaitJob polls a reindex job until it ends.
 func (e *env) awaitJob(t testing.TB, token, path string) response {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		res := e.do(t, "GET", path, nil, token)
+	var res response
+	poll.Until(10*time.Second, func() bool {
+		res = e.do(t, "GET", path, nil, token)
 		wantStatus(t, res, http.StatusOK)
-		if s := str(t, res, "status"); s == "completed" || s == "failed" || time.Now().After(deadline) {
-			return res
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		s := str(t, res, "status")
+		return s == "completed" || s == "failed"
+	})
+	return res
 }
 
 func TestReindex(t *testing.T) {
@@ -388,5 +389,26 @@ func TestSessionGroundedInDocument(t *testing.T) {
 	wantStatus(t, res, http.StatusUnprocessableEntity)
 	if !strings.Contains(string(res.Body), `"loc":["body","knowledge_ids",0]`) {
 		t.Errorf("%s: want an error at knowledge_ids[0]", res)
+	}
+}
+
+// A decompression bomb (a 25 KB PDF of 25 MB of text) is refused with 413
+// and nothing of it is stored; so is a text over the caps.
+func TestUploadBombRefused(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	res := e.uploadFile(t, u.Access, "bomb.pdf", "application/pdf", knowledgetest.BombPDF(25<<20), "")
+	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The PDF's pages decompress to more than 8388608 bytes")
+	// Text under the content cap but over the text cap.
+	res = e.uploadFile(t, u.Access, "big.pdf", "application/pdf", knowledgetest.BombPDF(3<<20), "")
+	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The document's text is over 2097152 bytes")
+	wantBody(t, e.do(t, "GET", documentsPath, nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
+	var events int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM knowledge_documents WHERE user_id = $1`, u.ID).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
+	if events != 0 {
+		t.Errorf("%d documents stored of refused uploads", events)
 	}
 }

@@ -2,13 +2,15 @@ package api_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
 
-// GET /metrics serves the Prometheus exposition: requests by route pattern
-// (never the raw path), events appended, projection health, and it stays out
-// of the OpenAPI document.
+// The service's metrics handler serves the Prometheus exposition: requests
+// by route pattern (never the raw path), events appended, projection health.
+// It is not served on the API's address (lectern serve puts it on
+// LECTERN_METRICS_ADDR), and stays out of the OpenAPI document.
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)
@@ -17,12 +19,17 @@ func TestMetrics(t *testing.T) {
 	e.send(t, "GET", "/no-such-route-4711", nil, "")
 	e.do(t, "GET", "/healthz", nil, "")
 
-	res := e.send(t, "GET", "/metrics", nil, "")
-	wantStatus(t, res, http.StatusOK)
-	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+	wantDetail(t, e.send(t, "GET", "/metrics", nil, ""), http.StatusNotFound, "Not Found")
+
+	rec := httptest.NewRecorder()
+	e.svc.Metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("metrics: status %d: %s", rec.Code, rec.Body)
+	}
+	if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Errorf("Content-Type %q, want the text exposition format", ct)
 	}
-	body := string(res.Body)
+	body := rec.Body.String()
 	for _, want := range []string{
 		`lectern_http_requests_total{method="GET",route="/healthz",status="200"} `,
 		`lectern_http_requests_total{method="GET",route="/agents/{agent_id}",status="`,

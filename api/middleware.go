@@ -2,11 +2,14 @@ package api
 
 import (
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -97,17 +100,91 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 	}
 }
 
-// limitBody makes reading more than MaxBodyBytes fail (413).
+// Bounds on reading a refused body (see limitBody).
+const (
+	// DrainBytes is how much of a refused body is read and discarded, so
+	// that a client that writes its whole request before it reads the answer
+	// (Python's urllib and requests do) sees the 413 instead of a reset.
+	DrainBytes = 8 << 20
+	// DrainTimeout bounds the time spent discarding it.
+	DrainTimeout = 5 * time.Second
+)
+
+// limitBody makes reading more than MaxBodyBytes fail (413). A body that is
+// refused is read and discarded, within DrainBytes and DrainTimeout, before
+// the connection closes: closing a socket with unread data sends a reset,
+// and a client still writing its body then never reads the 413.
 func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := r.Body
 		if r.ContentLength > MaxBodyBytes {
+			w.Header().Set("Connection", "close")
 			writeDetail(w, http.StatusRequestEntityTooLarge, "Request body too large")
+			drain(w, body)
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodyBytes)
+		limited := &limitedBody{ReadCloser: http.MaxBytesReader(w, body, MaxBodyBytes)}
+		r.Body = limited
 		next.ServeHTTP(w, r)
+		if limited.overflowed {
+			drain(w, body)
+		}
 	})
 }
+
+// limitedBody remembers that its reader went past the limit.
+type limitedBody struct {
+	io.ReadCloser
+	overflowed bool
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		b.overflowed = true
+	}
+	return n, err
+}
+
+// drain reads and discards what is left of a refused body, within bounds.
+func drain(w http.ResponseWriter, body io.Reader) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(DrainTimeout))
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, DrainBytes))
+}
+
+// bodyError is a failure to read the request body that is the client's:
+// it stopped sending (a truncated body, the connection closed) or sent too
+// slowly (the server's read deadline passed).
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
+// readBody reads the whole request body. Read failures other than a body
+// over the limit are the client's (bodyError): the only reader is the
+// client's connection.
+func readBody(r io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, err
+		}
+		return nil, &bodyError{err: err}
+	}
+	return b, nil
+}
+
+// clientGone reports whether the request failed because its client went
+// away: nginx's 499, logged as the client's doing, not the server's.
+func clientGone(r *http.Request, err error) bool {
+	return errors.Is(err, context.Canceled) && errors.Is(r.Context().Err(), context.Canceled)
+}
+
+// StatusClientClosedRequest is nginx's status for a request whose client
+// closed the connection before the answer.
+const StatusClientClosedRequest = 499
 
 // Principal is the authenticated caller.
 type Principal struct {
@@ -130,9 +207,12 @@ var (
 	errBadCredentials = derrors.New(derrors.ErrUnauthenticated, "Could not validate credentials")
 )
 
-// authenticate resolves the bearer token to a principal. Roles come from the
-// token, so a granted role takes effect with the next token (a refresh, at
-// most 15 minutes later); this keeps a database round trip off every request.
+// authenticate resolves the bearer token to a principal. The token proves
+// who the caller is; whether its session is still open and which roles the
+// user holds now come from the database (one indexed round trip), remembered
+// per session only until a revocation or a users change is announced
+// (sessionCache), so that a logout or a revoked session refuses its access
+// tokens at once and a role granted or withdrawn counts from the next request.
 func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -146,5 +226,111 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 	if err != nil {
 		return nil, errBadCredentials
 	}
-	return &Principal{UserID: claims.UserID, Roles: claims.Roles}, nil
+	if s.deps.SkipSessionCheck {
+		return &Principal{UserID: claims.UserID, Roles: claims.Roles}, nil
+	}
+	session, err := uuid.Parse(claims.Session)
+	if err != nil {
+		// Every token Lectern issues at login names its session.
+		return nil, errBadCredentials
+	}
+	listened, live := s.deps.Listener.AuthEpoch()
+	epoch := authEpoch{listened: listened, resets: s.sessions.generation()}
+	key := sessionKey{user: claims.UserID, session: session}
+	if live {
+		if roles, ok := s.sessions.get(key, epoch); ok {
+			return &Principal{UserID: claims.UserID, Roles: roles}, nil
+		}
+	}
+	var (
+		roles   []string
+		known   bool
+		revoked bool
+	)
+	err = s.deps.DB.QueryRow(r.Context(), `
+		SELECT u.roles, u.id IS NOT NULL,
+		       EXISTS (SELECT 1 FROM refresh_tokens WHERE family_id = $2 AND revoked_at IS NOT NULL)
+		FROM (SELECT 1) AS one LEFT JOIN users u ON u.id = $1`, claims.UserID, session).Scan(&roles, &known, &revoked)
+	if err != nil {
+		return nil, err
+	}
+	if revoked {
+		return nil, errBadCredentials
+	}
+	if !known {
+		// The users read model has not caught up with a sign-up yet: the
+		// roles the token was issued with are the user's.
+		roles = claims.Roles
+	}
+	if live {
+		// Kept under the epoch read before the query: a revocation or a
+		// role change announced meanwhile has moved it on already.
+		s.sessions.put(key, epoch, roles)
+	}
+	return &Principal{UserID: claims.UserID, Roles: roles}, nil
+}
+
+// sessionKey is one user's login session.
+type sessionKey struct {
+	user    int64
+	session uuid.UUID
+}
+
+// sessionCache remembers, per open session, the user's roles as read under
+// an epoch of the listener (projections.Listener.AuthEpoch). An entry counts
+// only while that epoch is current, so a revoked session or a changed role
+// is read afresh on the next request, on every process (each listens for
+// the announcements), and most requests need no round trip to know.
+type sessionCache struct {
+	mu      sync.Mutex
+	entries map[sessionKey]sessionEntry
+	gen     uint64 // counts resets
+}
+
+// generation counts resets: read before a query, it makes an entry put
+// after a reset that happened meanwhile count for nothing.
+func (c *sessionCache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+type sessionEntry struct {
+	epoch authEpoch
+	roles []string
+}
+
+// authEpoch is what an entry was read under: the listener's epoch and this
+// process's own resets (logout and refresh reset at once, before the
+// announcement comes back).
+type authEpoch struct{ listened, resets uint64 }
+
+// maxSessionEntries bounds the cache; past it, it starts afresh.
+const maxSessionEntries = 100_000
+
+func (c *sessionCache) get(k sessionKey, epoch authEpoch) ([]string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[k]
+	if !ok || e.epoch != epoch {
+		return nil, false
+	}
+	return e.roles, true
+}
+
+// reset forgets every session.
+func (c *sessionCache) reset() {
+	c.mu.Lock()
+	c.entries = nil
+	c.gen++
+	c.mu.Unlock()
+}
+
+func (c *sessionCache) put(k sessionKey, epoch authEpoch, roles []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil || len(c.entries) >= maxSessionEntries {
+		c.entries = map[sessionKey]sessionEntry{}
+	}
+	c.entries[k] = sessionEntry{epoch: epoch, roles: roles}
 }

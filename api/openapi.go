@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,7 +91,7 @@ func allComponents() schema {
 
 var statusText = map[int]string{
 	400: "Bad request", 401: "Not authenticated", 403: "Not enough permissions", 404: "Not found",
-	409: "Conflict", 413: "Request body too large", 422: "Validation error", 429: "Too many requests",
+	408: "Request body too slow", 409: "Conflict", 413: "Request body too large", 422: "Validation error", 429: "Too many requests",
 	502: "Every model failed",
 }
 
@@ -153,9 +154,11 @@ func (s *Server) openAPI() ([]byte, error) {
 			errs = append(errs, 422)
 		}
 		if op.body != nil || op.ownBody != nil {
-			errs = append(errs, 413)
+			// Too large, cut short (400) or too slow (408).
+			errs = append(errs, 413, 400, 408)
 		}
 		sort.Ints(errs)
+		errs = slices.Compact(errs)
 		for _, code := range errs {
 			body := ref("ErrorDetail")
 			if code == 422 {

@@ -33,7 +33,8 @@ var (
 	}}
 	promotionBody = validation.Schema{Fields: []validation.Field{
 		{Name: "name", Kind: validation.String, Required: true, MinLength: 1, MaxLength: maxName},
-		{Name: "email", Kind: validation.Email, Required: true},
+		{Name: "email", Kind: validation.Email, Required: true,
+			Description: "required by the contract; the request records the address of the caller's own (verified) account, whatever is sent"},
 		{Name: "org_name", Kind: validation.String, Required: true, MinLength: 1, MaxLength: maxName},
 		optString("edu_category", maxName, true),
 		{Name: "target_role", Kind: validation.Enum, Enum: aggregates.PartnerRoles, Default: "partner"},
@@ -43,6 +44,12 @@ var (
 	}, pageQuery...)
 	requestPath = []validation.Field{idParam("request_id")}
 	rejectBody  = validation.Schema{Fields: []validation.Field{optString("reason", 1000, true)}}
+	approveBody = validation.Schema{Fields: []validation.Field{
+		{Name: "organization", Kind: validation.Literal, Enum: []string{"new"},
+			Description: "\"new\": the requester becomes the partner of a new organization named org_name (409 if one has that name)"},
+		{Name: "org_id", Kind: validation.Int, Ge: bound(1),
+			Description: "the existing organization the requester joins as its partner (see matching_organizations in the list)"},
+	}}
 )
 
 // organisationOperations are organisations, partners and promotion requests.
@@ -64,8 +71,8 @@ func (s *Server) organisationOperations() []operation {
 			summary: "List promotion requests (admin)", query: promotionListQuery, status: 200, response: "PromotionRequestList",
 			errors: []int{401, 403}, handle: s.listPromotions},
 		{method: http.MethodPost, path: "/admin/partner-promotion-requests/{request_id}/approve", id: "approve_promotion_request",
-			tag: "administration", auth: true, summary: "Approve a promotion request: creates the partner (and the organization if new) and grants the role",
-			pathParams: requestPath, status: 200, response: "PromotionRequest", errors: []int{401, 403, 404, 409}, handle: s.approvePromotion},
+			tag: "administration", auth: true, summary: "Approve a promotion request: the requester becomes the partner of a new organization, or of the existing one named by org_id, and is granted the role; exactly one of organization \"new\" and org_id",
+			pathParams: requestPath, body: &approveBody, status: 200, response: "PromotionRequest", errors: []int{401, 403, 404, 409}, handle: s.approvePromotion},
 		{method: http.MethodPost, path: "/admin/partner-promotion-requests/{request_id}/reject", id: "reject_promotion_request",
 			tag: "administration", auth: true, summary: "Reject a promotion request", pathParams: requestPath, body: &rejectBody,
 			status: 200, response: "PromotionRequest", errors: []int{401, 403, 404, 409}, handle: s.rejectPromotion},
@@ -89,8 +96,11 @@ func organisationComponents() schema {
 			"edu_category": nullable(str()), "user_id": integer(), "reason": nullable(str()),
 			"reviewed_by": nullable(integer()), "reviewed_at": nullable(dateTime()),
 			"org_id": nullable(integer()), "partner_id": nullable(integer()),
+			"matching_organizations": schema{"type": "array", "items": ref("OrganizationRef"),
+				"description": "in the admin's list: the organizations whose names match org_name (ignoring case and spaces)"},
 		}, "request_id", "status", "name", "email", "org_name", "target_role", "requested_at"),
 		"PromotionRequestList": listOf("PromotionRequest"),
+		"OrganizationRef":      object(schema{"id": integer(), "name": str()}, "id", "name"),
 	}
 }
 
@@ -130,6 +140,8 @@ type promotionJSON struct {
 	ReviewedAt  *string `json:"reviewed_at"`
 	OrgID       *int64  `json:"org_id"`
 	PartnerID   *int64  `json:"partner_id"`
+	// Matching is listed for the admin only (omitted elsewhere).
+	Matching *[]queries.OrganizationRef `json:"matching_organizations,omitempty"`
 }
 
 func promotionFromState(r aggregates.PromotionRequest) promotionJSON {
@@ -141,7 +153,8 @@ func promotionFromState(r aggregates.PromotionRequest) promotionJSON {
 func promotionFromRow(r queries.PromotionRequest) promotionJSON {
 	return promotionJSON{RequestID: r.ID, Status: r.Status, Name: r.Name, Email: r.Email, OrgName: r.OrgName,
 		TargetRole: r.TargetRole, RequestedAt: ts(r.RequestedAt), EduCategory: r.EduCategory, UserID: r.UserID,
-		Reason: r.Reason, ReviewedBy: r.ReviewedBy, ReviewedAt: tsPtr(r.ReviewedAt), OrgID: r.OrgID, PartnerID: r.PartnerID}
+		Reason: r.Reason, ReviewedBy: r.ReviewedBy, ReviewedAt: tsPtr(r.ReviewedAt), OrgID: r.OrgID, PartnerID: r.PartnerID,
+		Matching: &r.Matching}
 }
 
 func (s *Server) createOrganisation(w http.ResponseWriter, r *http.Request, in input) error {
@@ -246,7 +259,10 @@ func (s *Server) approvePromotion(w http.ResponseWriter, r *http.Request, in inp
 		return err
 	}
 	id, _ := in.path.Int("request_id")
-	req, res, err := s.deps.Commands.Organisations.ApprovePromotion(r.Context(), id, in.user.UserID)
+	var target aggregates.ApprovalTarget
+	_, target.NewOrganisation = in.body.String("organization")
+	target.OrgID, _ = in.body.Int("org_id")
+	req, res, err := s.deps.Commands.Organisations.ApprovePromotion(r.Context(), id, in.user.UserID, target)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -10,23 +11,31 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"lectern/auth"
+	"lectern/pgtest"
+	"lectern/projections"
 )
 
-// asAdmin signs a user up and gives it an access token carrying the admin
-// role (roles travel in the token; an admin is otherwise made by
-// LECTERN_ADMIN_EMAILS or `lectern users create --admin`).
+// asAdmin makes an administrator and logs it in.
 func asAdmin(t testing.TB, e *env) user {
 	t.Helper()
-	u := e.signUp(t)
-	tokens, err := auth.NewTokens(e.key, nil)
+	// An administrator as lectern users create --admin makes one: roles are
+	// read from the users read model with every request, so a token that
+	// merely claims the role is not enough.
+	u := user{Email: uniqueEmail(), Password: "correct horse battery", Name: "Admin"}
+	created, written, err := e.svc.Identity.CreateUser(context.Background(), u.Email, u.Password, u.Name, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.Access, _, err = tokens.IssueAccess(u.ID, []string{"user", "admin"})
-	if err != nil {
-		t.Fatal(err)
+	// The role counts once the users read model holds it.
+	ctx, cancel := context.WithTimeout(context.Background(), pgtest.ConsistencyWait)
+	defer cancel()
+	if err := e.svc.Listener.WaitFor(ctx, written.Position, projections.UsersProjection); err != nil {
+		t.Fatalf("the admin's read model: %v", err)
 	}
+	u.ID = created.ID
+	res := e.do(t, "POST", "/user/login", map[string]string{"email": u.Email, "password": u.Password}, "")
+	wantStatus(t, res, http.StatusOK)
+	u.Access, u.Refresh = str(t, res, "access_token"), str(t, res, "refresh_token")
 	return u
 }
 
@@ -188,9 +197,17 @@ func TestPromotionRequests(t *testing.T) {
 		t.Errorf("request %d not listed as pending: %s", requestID, pending.Body)
 	}
 	wantStatus(t, e.do(t, "GET", "/admin/partner-promotion-requests", nil, applicant.Access), http.StatusForbidden)
-	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), nil, applicant.Access), http.StatusForbidden)
+	asNew := map[string]any{"organization": "new"}
+	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), asNew, applicant.Access), http.StatusForbidden)
 
-	approved := e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), nil, admin.Access)
+	// The e-mail of a request is the requester's own, whatever is sent.
+	spoofed := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "Ada", "email": "someone.else@example.com", "org_name": "Spoofed " + uniqueEmail()}, applicant.Access)
+	wantStatus(t, spoofed, http.StatusCreated)
+	if got := str(t, spoofed, "email"); got != applicant.Email {
+		t.Errorf("a request recorded the e-mail %q, not the requester's own %q", got, applicant.Email)
+	}
+
+	approved := e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), asNew, admin.Access)
 	wantStatus(t, approved, http.StatusOK)
 	if str(t, approved, "status") != "approved" || field(t, approved, "partner_id") == nil || field(t, approved, "org_id") == nil {
 		t.Fatalf("approval: %s", approved.Body)
@@ -203,21 +220,40 @@ func TestPromotionRequests(t *testing.T) {
 	if diff := cmp.Diff([]any{"user", "partner"}, field(t, me, "roles")); diff != "" {
 		t.Errorf("roles after approval (-want +got):\n%s", diff)
 	}
-	wantDetail(t, e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), nil, admin.Access),
+	wantDetail(t, e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", requestID), asNew, admin.Access),
 		http.StatusConflict, "Promotion request is already approved")
 	wantDetail(t, e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/reject", requestID), map[string]any{}, admin.Access),
 		http.StatusConflict, "Promotion request is already approved")
 
-	// A second applicant naming the same organisation (in other letters)
-	// joins it rather than creating another.
+	// A second applicant naming the same organisation (in other letters and
+	// spaces) never joins it by its name: the admin sees the match and
+	// chooses.
 	other := e.signUp(t)
 	res = e.do(t, "POST", "/user/partner-promotion-requests",
-		map[string]any{"name": "Bo", "email": other.Email, "org_name": strings.ToUpper(orgName), "target_role": "assistant"}, other.Access)
+		map[string]any{"name": "Bo", "email": other.Email, "org_name": " " + strings.ToUpper(orgName) + " ", "target_role": "assistant"}, other.Access)
 	second := num(t, res, "request_id")
-	approved = e.do(t, "POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", second), nil, admin.Access)
+	approveSecond := fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", second)
+	listed := e.do(t, "GET", "/admin/partner-promotion-requests?status=pending&size=200", nil, admin.Access)
+	wantMatch := fmt.Sprintf(`"request_id":%d,`, second)
+	if i := strings.Index(string(listed.Body), wantMatch); i < 0 ||
+		!strings.Contains(string(listed.Body[i:]), fmt.Sprintf(`"matching_organizations":[{"id":%d,"name":%q}]`, orgID, orgName)) {
+		t.Errorf("the list does not show request %d's match with organization %d: %s", second, orgID, listed.Body)
+	}
+	for _, body := range []any{map[string]any{}, map[string]any{"organization": "new", "org_id": orgID}} {
+		res := e.do(t, "POST", approveSecond, body, admin.Access)
+		wantStatus(t, res, http.StatusUnprocessableEntity)
+	}
+	wantStatus(t, e.do(t, "POST", approveSecond, nil, admin.Access), http.StatusUnprocessableEntity)
+	wantDetail(t, e.do(t, "POST", approveSecond, asNew, admin.Access), http.StatusConflict,
+		fmt.Sprintf("An organization named %q already exists: approve with its org_id to make the requester its partner, or reject the request", " "+strings.ToUpper(orgName)+" "))
+	wantDetail(t, e.do(t, "POST", approveSecond, map[string]any{"org_id": 999999999}, admin.Access), http.StatusNotFound, "Organization not found")
+	if me := e.do(t, "GET", "/user/me", nil, other.Access); len(field(t, me, "partner_ids").([]any)) != 0 {
+		t.Errorf("refused approvals made a partner: %s", me.Body)
+	}
+	approved = e.do(t, "POST", approveSecond, map[string]any{"org_id": orgID}, admin.Access)
 	wantStatus(t, approved, http.StatusOK)
 	if got := num(t, approved, "org_id"); got != orgID {
-		t.Errorf("second approval joined organization %d, want %d", got, orgID)
+		t.Errorf("the approval that names organization %d joined %d", orgID, got)
 	}
 
 	// Rejection records why.
@@ -229,7 +265,7 @@ func TestPromotionRequests(t *testing.T) {
 	if str(t, rejected, "status") != "rejected" || str(t, rejected, "reason") != "No such school" {
 		t.Errorf("rejection: %s", rejected.Body)
 	}
-	wantDetail(t, e.do(t, "POST", "/admin/partner-promotion-requests/999999999/approve", nil, admin.Access), http.StatusNotFound, "Promotion request not found")
-	wantBody(t, e.do(t, "POST", "/admin/partner-promotion-requests/abc/approve", nil, admin.Access), http.StatusUnprocessableEntity,
+	wantDetail(t, e.do(t, "POST", "/admin/partner-promotion-requests/999999999/approve", asNew, admin.Access), http.StatusNotFound, "Promotion request not found")
+	wantBody(t, e.do(t, "POST", "/admin/partner-promotion-requests/abc/approve", asNew, admin.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"int_parsing","loc":["path","request_id"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"abc"}]}`)
 }

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
 
 	"lectern/api/validation"
 	"lectern/derrors"
+	"lectern/knowledge"
 	"lectern/queries"
 )
 
@@ -81,8 +83,25 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		tooLarge *http.MaxBytesError
 		de       *derrors.Error
 	)
+	var (
+		tooLargeDoc *knowledge.TooLargeError
+		readErr     *bodyError
+		netErr      net.Error
+	)
 	status, msg := http.StatusInternalServerError, "Internal Server Error"
 	switch {
+	case clientGone(r, err):
+		// Nobody reads this answer; the status is for the log and metrics.
+		logger.Info("client closed the request", "status", StatusClientClosedRequest, "error", err,
+			"method", r.Method, "path", r.URL.Path, "request_id", requestID(r.Context()))
+		writeDetail(w, StatusClientClosedRequest, "Client Closed Request")
+		return
+	case errors.As(err, &readErr) && errors.As(err, &netErr) && netErr.Timeout():
+		w.Header().Set("Connection", "close")
+		status, msg = http.StatusRequestTimeout, "The request body did not arrive in time"
+	case errors.As(err, &readErr):
+		w.Header().Set("Connection", "close")
+		status, msg = http.StatusBadRequest, "The request body could not be read: it ended before its announced length"
 	case errors.As(err, &verrs):
 		writeValidation(w, verrs)
 		logger.Info("request rejected", "status", 422, "request_id", requestID(r.Context()))
@@ -95,6 +114,8 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		secs := int(math.Ceil(limited.RetryAfter.Seconds()))
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 		status, msg = http.StatusTooManyRequests, limited.Detail
+	case errors.As(err, &tooLargeDoc):
+		status, msg = http.StatusRequestEntityTooLarge, tooLargeDoc.Detail
 	case errors.As(err, &tooLarge):
 		status, msg = http.StatusRequestEntityTooLarge, "Request body too large"
 	case errors.Is(err, derrors.ErrUnauthenticated):

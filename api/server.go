@@ -6,9 +6,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -20,6 +20,7 @@ import (
 	"lectern/commands"
 	"lectern/derrors"
 	"lectern/eventstore"
+	"lectern/knowledge"
 	"lectern/llm"
 	"lectern/metrics"
 	"lectern/projections"
@@ -40,7 +41,19 @@ type Deps struct {
 	ConsistencyWait time.Duration
 	// Ready reports whether the service can serve (readiness probe).
 	Ready func(ctx context.Context) error
-	// Metrics, if set, counts requests and serves GET /metrics.
+	// TrustedProxies are the proxies whose Forwarded and X-Forwarded-For
+	// headers name the client (LECTERN_TRUSTED_PROXIES); none by default.
+	TrustedProxies []netip.Prefix
+	// SkipSessionCheck makes authentication trust the token alone (its roles,
+	// and no check that its session is open). For the bench's measurement of
+	// the check's cost only (LECTERN_BENCH_SKIP_SESSION_CHECK); never in
+	// production: a logged-out token then works until it expires.
+	SkipSessionCheck bool
+	// Extract bounds what extracting an uploaded document may cost (zero:
+	// knowledge.DefaultExtractLimits).
+	Extract knowledge.ExtractLimits
+	// Metrics, if set, counts requests. Its exposition is served apart from
+	// the API (service.Service.Metrics), never on the API's address.
 	Metrics *metrics.Metrics
 }
 
@@ -61,9 +74,10 @@ func (d Deps) Validate() error {
 
 // Server serves the API.
 type Server struct {
-	deps    Deps
-	ops     []operation
-	handler http.Handler
+	deps     Deps
+	sessions sessionCache
+	ops      []operation
+	handler  http.Handler
 }
 
 // New builds the router.
@@ -111,9 +125,6 @@ func New(deps Deps) (*Server, error) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", s.readyz)
-	if deps.Metrics != nil {
-		r.Method(http.MethodGet, "/metrics", deps.Metrics.Handler())
-	}
 	s.handler = r
 	return s, nil
 }
@@ -187,7 +198,7 @@ func (s *Server) serve(op operation) http.Handler {
 		var body []byte
 		if op.body != nil {
 			var err error
-			body, err = io.ReadAll(r.Body)
+			body, err = readBody(r.Body)
 			if err != nil {
 				writeError(w, r, s.deps.Logger, err)
 				return
@@ -211,7 +222,14 @@ func (s *Server) serve(op operation) http.Handler {
 		if in.user != nil {
 			meta.UserID = in.user.UserID
 		}
-		r = r.WithContext(commands.WithMetadata(r.Context(), meta))
+		ctx := commands.WithMetadata(r.Context(), meta)
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			// An accepted write runs to its end even if its client goes away:
+			// cut short, it could leave its client unsure whether it happened
+			// and its Idempotency-Key in progress. Its own timeouts bound it.
+			ctx = context.WithoutCancel(ctx)
+		}
+		r = r.WithContext(ctx)
 		handle := func(w http.ResponseWriter) error { return op.handle(w, r, in) }
 		if op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
 			if err := s.idempotently(w, r, in.user.UserID, body, handle); err != nil {

@@ -22,10 +22,10 @@ var (
 	sessionPath       = []validation.Field{idParam("session_id")}
 	runSessionQuery   = []validation.Field{{Name: "class_id", Kind: validation.Int, Required: true, Ge: bound(1)}}
 
-	modelNamesField = validation.Field{Name: "model_names", Kind: validation.List, Nullable: true,
+	modelNamesField = validation.Field{Name: "model_names", Kind: validation.List, Nullable: true, MaxItems: maxModelsPerTurn,
 		Elem: &validation.Field{Kind: validation.String, MaxLength: maxName}}
 	stylePresetField = validation.Field{Name: "style_preset", Kind: validation.Enum, Enum: aggregates.StylePresets, Nullable: true}
-	fewShotIDsField  = validation.Field{Name: "few_shot_example_ids", Kind: validation.List, Nullable: true,
+	fewShotIDsField  = validation.Field{Name: "few_shot_example_ids", Kind: validation.List, Nullable: true, MaxItems: maxFewShotIDs,
 		Elem: &validation.Field{Kind: validation.Int, Ge: bound(1)}}
 	generationParamsDoc = "temperature (0..2), top_p (0..1), response_length_preset (short 256, medium 1024, long 4096 " +
 		"max_tokens, unless max tokens are given), max_completion_tokens and max_tokens (1..32768); other keys are ignored"
@@ -45,28 +45,28 @@ var (
 		modelNamesField,
 		{Name: "agent_id", Kind: validation.Int, Nullable: true, Ge: bound(1)},
 		{Name: "project_id", Kind: validation.Int, Nullable: true, Ge: bound(1)},
-		{Name: "knowledge_ids", Kind: validation.List, Nullable: true, Elem: &validation.Field{Kind: validation.Int, Ge: bound(1)},
+		{Name: "knowledge_ids", Kind: validation.List, Nullable: true, MaxItems: maxKnowledgeIDs, Elem: &validation.Field{Kind: validation.Int, Ge: bound(1)},
 			Description: "stored on the session"},
 		{Name: stylePresetField.Name, Kind: stylePresetField.Kind, Enum: stylePresetField.Enum, Nullable: true,
 			Default: aggregates.DefaultStylePreset},
-		{Name: "style_params", Kind: validation.Object, Default: map[string]any{},
+		{Name: "style_params", Kind: validation.Object, MaxItems: maxObjectKeys, Default: map[string]any{},
 			Description: "free-form; each key and value is added to the system message"},
-		{Name: "generation_params", Kind: validation.Object, Default: map[string]any{}, Description: generationParamsDoc},
+		{Name: "generation_params", Kind: validation.Object, MaxItems: maxObjectKeys, Default: map[string]any{}, Description: generationParamsDoc},
 		fewShotIDsField,
 	}}
 	chatSessionBody = validation.Schema{Fields: []validation.Field{
 		{Name: "prompt_text", Kind: validation.String, Required: true, MinLength: 1, MaxLength: maxText},
-		{Name: modelNamesField.Name, Kind: modelNamesField.Kind, Elem: modelNamesField.Elem, Nullable: true,
+		{Name: modelNamesField.Name, Kind: modelNamesField.Kind, Elem: modelNamesField.Elem, MaxItems: modelNamesField.MaxItems, Nullable: true,
 			Description: "absent, null or empty: the models of the previous turn"},
 	}}
 	// Every field is optional; null resets a field to its default.
 	sessionSettingsBody = validation.Schema{Fields: []validation.Field{
 		{Name: stylePresetField.Name, Kind: stylePresetField.Kind, Enum: stylePresetField.Enum, Nullable: true,
 			Description: "null resets it to balanced"},
-		{Name: "style_params", Kind: validation.Object, Nullable: true, Description: "replaces the whole object; null resets it to {}"},
-		{Name: "generation_params", Kind: validation.Object, Nullable: true,
+		{Name: "style_params", Kind: validation.Object, MaxItems: maxObjectKeys, Nullable: true, Description: "replaces the whole object; null resets it to {}"},
+		{Name: "generation_params", Kind: validation.Object, MaxItems: maxObjectKeys, Nullable: true,
 			Description: "replaces the whole object; null resets it to {}. " + generationParamsDoc},
-		{Name: fewShotIDsField.Name, Kind: fewShotIDsField.Kind, Elem: fewShotIDsField.Elem, Nullable: true,
+		{Name: fewShotIDsField.Name, Kind: fewShotIDsField.Kind, Elem: fewShotIDsField.Elem, MaxItems: fewShotIDsField.MaxItems, Nullable: true,
 			Description: "replaces the list, in this order; null empties it"},
 	}}
 )

@@ -16,6 +16,7 @@ import (
 	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
+	"lectern/ratelimit"
 )
 
 // Uniqueness claim scopes of the classroom.
@@ -31,7 +32,12 @@ const (
 )
 
 // Classroom is the courses, classes, invite codes and enrollments use cases.
-type Classroom struct{ d Deps }
+type Classroom struct {
+	d       Deps
+	limiter *ratelimit.Limiter
+	// Limits override DefaultLimits' Join limits (tests from one address).
+	Limits Limits
+}
 
 // Now is the service's clock, by which invite codes expire.
 func (c *Classroom) Now() time.Time { return c.d.Now() }
@@ -350,7 +356,57 @@ var errCodeNotFound = derrors.New(derrors.ErrNotFound, "Invite code not found")
 // to. The use is counted on the class's stream with optimistic concurrency,
 // so concurrent joins never exceed the code's max_uses. The returned result
 // is the enrollment's append, which follows the class's.
-func (c *Classroom) Join(ctx context.Context, code string, userID int64) (aggregates.Enrollment, Result, error) {
+//
+// Invite codes are secrets that can be guessed: joins are limited per
+// client address addr and per user, and a user's failed joins count toward
+// a lockout of that user's joins (Limits).
+func (c *Classroom) Join(ctx context.Context, code string, userID int64, addr string) (aggregates.Enrollment, Result, error) {
+	failure, err := c.limitJoin(ctx, userID, addr)
+	if err != nil {
+		return aggregates.Enrollment{}, Result{}, err
+	}
+	en, res, err := c.join(ctx, code, userID)
+	if err == nil || !(errors.Is(err, derrors.ErrNotFound) || errors.Is(err, derrors.ErrConflict)) {
+		// A join, or the service's own failure: not a guess that missed.
+		if rerr := c.limiter.Return(context.WithoutCancel(ctx), failure); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return en, res, err
+}
+
+// limitJoin takes a token from the address's and the user's buckets, and
+// counts the join as a failure up front (so that concurrent guesses cannot
+// all pass a check none of them has counted against yet); Join gives the
+// failure back when it was none.
+func (c *Classroom) limitJoin(ctx context.Context, userID int64, addr string) (ratelimit.Hit, error) {
+	lim := c.Limits.withDefaults()
+	for _, b := range []struct {
+		bucket string
+		rate   ratelimit.Rate
+	}{
+		{"join-addr:" + addr, lim.JoinAddress},
+		{"join-user:" + strconv.FormatInt(userID, 10), lim.JoinUser},
+	} {
+		d, err := c.limiter.Allow(ctx, b.bucket, b.rate)
+		if err != nil {
+			return ratelimit.Hit{}, err
+		}
+		if !d.OK {
+			return ratelimit.Hit{}, &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: tooManyRequests}
+		}
+	}
+	hit, d, err := c.limiter.Take(ctx, "join-fail:"+strconv.FormatInt(userID, 10), lim.JoinFailures)
+	if err != nil {
+		return ratelimit.Hit{}, err
+	}
+	if !d.OK {
+		return ratelimit.Hit{}, &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: "Too many failed attempts to join a class; try again later"}
+	}
+	return hit, nil
+}
+
+func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggregates.Enrollment, Result, error) {
 	code = NormalizeInviteCode(code)
 	var classStream string
 	err := c.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, inviteCodeScope, code).Scan(&classStream)

@@ -1,6 +1,9 @@
 package commands
 
-import "lectern/eventstore"
+import (
+	"lectern/eventstore"
+	"lectern/ratelimit"
+)
 
 // Commands are every aggregate write use case, wired once in cmd/.
 type Commands struct {
@@ -24,7 +27,7 @@ func New(d Deps) (*Commands, error) {
 	c.CreateAgent, _ = NewCreateAgentHandler(d)
 	c.UpdateAgent, _ = NewUpdateAgentHandler(d)
 	c.Organisations = &Organisations{d: d}
-	c.Classroom = &Classroom{d: d}
+	c.Classroom = &Classroom{d: d, limiter: ratelimit.New(d.DB, d.Now)}
 	c.Practice = &Practice{d: d}
 	return c, nil
 }

@@ -32,7 +32,7 @@ const (
 )
 
 // DefaultAddressLimit is how many login, code and verification attempts one
-// client address may make per AddressWindow.
+// client address may make per AddressWindow (a token bucket).
 const DefaultAddressLimit = 120
 
 // emailScope is the uniqueness claim scope of e-mail addresses.
@@ -46,8 +46,8 @@ type Identity struct {
 	limits      *ratelimit.Limiter
 	adminEmails map[string]bool
 	logger      *slog.Logger
-	// AddressLimit overrides DefaultAddressLimit (tests from one address).
-	AddressLimit int
+	// Limits override DefaultLimits (tests from one address).
+	Limits Limits
 }
 
 // NewIdentity refuses missing dependencies. adminEmails become admins when they sign up.
@@ -88,34 +88,82 @@ type Tokens struct {
 }
 
 func (i *Identity) limitAddress(ctx context.Context, action, addr string) error {
-	limit := i.AddressLimit
-	if limit <= 0 {
-		limit = DefaultAddressLimit
-	}
-	ok, retry, err := i.limits.Hit(ctx, action+"-addr:"+addr, limit, AddressWindow)
+	d, err := i.limits.Allow(ctx, action+"-addr:"+addr, i.Limits.withDefaults().Address)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return &derrors.RateLimitedError{RetryAfter: retry, Detail: "Too many requests; try again later"}
+	if !d.OK {
+		return &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: tooManyRequests}
 	}
 	return nil
 }
 
-func (i *Identity) checkFailures(ctx context.Context, action, email string) error {
-	over, retry, err := i.limits.Exceeded(ctx, action+"-fail:"+email, FailureLimit, FailureWindow)
+// attempt is a failure counted before the secret is checked, given back if
+// the secret was right: counting after the check let concurrent guesses all
+// pass a check that none of them had counted against yet.
+type attempt struct{ hits []ratelimit.Hit }
+
+// takeAttempt counts a failure of email's secret from addr up front: one of
+// Limits.Failures for the pair (account, address), so that a third party's
+// failures from elsewhere never lock the owner out of their own address,
+// and one of Limits.AccountFailures for the account, which bounds guessing
+// from many addresses. known reports whether addr is one the owner uses:
+// such an address goes on past a full account window, still held to its own
+// Failures, so that a distributed attack cannot lock the owner out either.
+func (i *Identity) takeAttempt(ctx context.Context, action, email, addr string, known func() bool) (*attempt, error) {
+	lim := i.Limits.withDefaults()
+	pair, d, err := i.limits.Take(ctx, action+"-fail:"+addr+" "+email, lim.Failures)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if over {
-		return &derrors.RateLimitedError{RetryAfter: retry, Detail: "Too many failed attempts; try again later"}
+	if !d.OK {
+		return nil, &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: tooManyFailures}
 	}
-	return nil
+	a := &attempt{hits: []ratelimit.Hit{pair}}
+	account, d, err := i.limits.Take(ctx, action+"-fail:"+email, lim.AccountFailures)
+	switch {
+	case err != nil:
+		i.giveBack(ctx, a)
+		return nil, err
+	case d.OK:
+		a.hits = append(a.hits, account)
+		return a, nil
+	case known != nil && known():
+		return a, nil
+	}
+	i.giveBack(ctx, a)
+	return nil, &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: tooManyFailures}
 }
 
-func (i *Identity) countFailure(ctx context.Context, action, email string) {
-	if _, _, err := i.limits.Hit(context.WithoutCancel(ctx), action+"-fail:"+email, FailureLimit, FailureWindow); err != nil {
-		i.logger.Error("count failed attempt", "error", err)
+// giveBack uncounts an attempt that was not a failure.
+func (i *Identity) giveBack(ctx context.Context, a *attempt) {
+	for _, h := range a.hits {
+		if err := i.limits.Return(context.WithoutCancel(ctx), h); err != nil {
+			i.logger.Error("give back an attempt", "error", err)
+		}
+	}
+}
+
+func knownAddressBucket(email, addr string) string { return "login-ok:" + addr + " " + email }
+
+// knownAddress reports whether email logged in from addr within
+// Limits.KnownAddress. On error it says no: the account bound then holds.
+func (i *Identity) knownAddress(ctx context.Context, email, addr string) bool {
+	lim := i.Limits.withDefaults()
+	n, _, err := i.limits.Count(ctx, knownAddressBucket(email, addr), ratelimit.Window{N: 1, Size: lim.KnownAddress})
+	if err != nil {
+		i.logger.Error("look up a known login address", "error", err)
+		return false
+	}
+	return n > 0
+}
+
+// loggedIn gives back a successful login's attempt and remembers its address.
+func (i *Identity) loggedIn(ctx context.Context, a *attempt, email, addr string) {
+	i.giveBack(ctx, a)
+	lim := i.Limits.withDefaults()
+	if err := i.limits.Record(context.WithoutCancel(ctx), knownAddressBucket(email, addr), ratelimit.Window{N: 1, Size: lim.KnownAddress}); err != nil {
+		i.logger.Error("remember a login address", "error", err)
 	}
 }
 
@@ -126,12 +174,12 @@ func (i *Identity) SendCode(ctx context.Context, email, addr string) (token stri
 	if err := i.limitAddress(ctx, "send-code", addr); err != nil {
 		return "", time.Time{}, err
 	}
-	ok, retry, err := i.limits.Hit(ctx, "send-code:"+email, FailureLimit, FailureWindow)
+	_, d, err := i.limits.Take(ctx, "send-code:"+email, i.Limits.withDefaults().SendCode)
 	if err != nil {
 		return "", time.Time{}, err
 	}
-	if !ok {
-		return "", time.Time{}, &derrors.RateLimitedError{RetryAfter: retry, Detail: "Too many codes sent to this address; try again later"}
+	if !d.OK {
+		return "", time.Time{}, &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: "Too many codes sent to this address; try again later"}
 	}
 	code, err := auth.NewCode()
 	if err != nil {
@@ -143,7 +191,7 @@ func (i *Identity) SendCode(ctx context.Context, email, addr string) (token stri
 	}
 	expiresAt = i.d.Now().UTC().Add(CodeTTL).Truncate(time.Microsecond)
 	if _, err := i.d.DB.Exec(ctx, `INSERT INTO email_codes (token, email, code_hash, expires_at) VALUES ($1, $2, $3, $4)`,
-		auth.HashSecret(token), email, auth.HashSecret(code), expiresAt); err != nil {
+		auth.HashSecret(token), email, i.tokens.HashCode(code), expiresAt); err != nil {
 		return "", time.Time{}, err
 	}
 	body := fmt.Sprintf("Your Lectern verification code is %s. It expires in %d minutes.", code, int(CodeTTL.Minutes()))
@@ -162,8 +210,11 @@ func (i *Identity) VerifyCode(ctx context.Context, email, code, token, addr stri
 	if err := i.limitAddress(ctx, "verify", addr); err != nil {
 		return "", err
 	}
-	if err := i.checkFailures(ctx, "verify", email); err != nil {
-		return "", err
+	// Verification has no address the owner is known by: the account bound
+	// holds for every address.
+	attempt, limited := i.takeAttempt(ctx, "verify", email, addr, nil)
+	if limited != nil {
+		return "", limited
 	}
 	var stored, codeHash string
 	var expires time.Time
@@ -174,19 +225,24 @@ func (i *Identity) VerifyCode(ctx context.Context, email, code, token, addr stri
 		RETURNING email, code_hash, expires_at, attempts, verified_at`, auth.HashSecret(token)).
 		Scan(&stored, &codeHash, &expires, &attempts, &verified)
 	if errors.Is(err, pgx.ErrNoRows) {
-		i.countFailure(ctx, "verify", email)
 		return "", errBadCode
 	}
 	if err != nil {
 		return "", err
 	}
-	if stored != email || attempts > CodeMaxAttempts || !i.d.Now().Before(expires) || !auth.EqualSecret(codeHash, auth.HashSecret(code)) {
-		i.countFailure(ctx, "verify", email)
+	if stored != email || verified != nil || attempts > CodeMaxAttempts || !i.d.Now().Before(expires) ||
+		!auth.EqualSecret(codeHash, i.tokens.HashCode(code)) {
 		return "", errBadCode
 	}
-	if _, err := i.d.DB.Exec(ctx, `UPDATE email_codes SET verified_at = now() WHERE token = $1`, auth.HashSecret(token)); err != nil {
+	// A code is used once: of two verifications racing, one marks it.
+	tag, err := i.d.DB.Exec(ctx, `UPDATE email_codes SET verified_at = now() WHERE token = $1 AND verified_at IS NULL`, auth.HashSecret(token))
+	if err != nil {
 		return "", err
 	}
+	if tag.RowsAffected() == 0 {
+		return "", errBadCode
+	}
+	i.giveBack(ctx, attempt)
 	return i.tokens.IssueEmailVerified(email, VerifiedTokenTTL)
 }
 
@@ -261,20 +317,21 @@ func (i *Identity) UserByEmail(ctx context.Context, email string) (aggregates.Us
 
 var errBadLogin = derrors.New(derrors.ErrUnauthenticated, "Incorrect email or password")
 
-// Login checks a password and issues tokens. Failures are limited per e-mail;
-// a successful login is never counted as one.
+// Login checks a password and issues tokens. Failures are limited per
+// (e-mail, client address) and per e-mail (takeAttempt); a successful login
+// is never counted as one.
 func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tokens, error) {
 	email = NormalizeEmail(email)
 	if err := i.limitAddress(ctx, "login", addr); err != nil {
 		return Tokens{}, err
 	}
-	if err := i.checkFailures(ctx, "login", email); err != nil {
+	attempt, err := i.takeAttempt(ctx, "login", email, addr, func() bool { return i.knownAddress(ctx, email, addr) })
+	if err != nil {
 		return Tokens{}, err
 	}
 	user, err := i.UserByEmail(ctx, email)
 	if errors.Is(err, derrors.ErrNotFound) {
 		auth.DummyVerify(password) // same time as a real check: no account enumeration
-		i.countFailure(ctx, "login", email)
 		return Tokens{}, errBadLogin
 	}
 	if err != nil {
@@ -285,15 +342,15 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 		return Tokens{}, err
 	}
 	if !ok {
-		i.countFailure(ctx, "login", email)
 		return Tokens{}, errBadLogin
 	}
+	i.loggedIn(ctx, attempt, email, addr)
 	return i.issue(ctx, user, uuid.New())
 }
 
 // issue creates an access token and a refresh token of family.
 func (i *Identity) issue(ctx context.Context, user aggregates.User, family uuid.UUID) (Tokens, error) {
-	access, exp, err := i.tokens.IssueAccess(user.ID, user.Roles)
+	access, exp, err := i.tokens.IssueSessionAccess(user.ID, user.Roles, family.String())
 	if err != nil {
 		return Tokens{}, err
 	}

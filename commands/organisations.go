@@ -136,15 +136,24 @@ func (o *Organisations) RequestPromotion(ctx context.Context, c aggregates.Reque
 		return aggregates.PromotionRequest{}, Result{}, err
 	}
 	c.RequestID = id
+	user, _, _, err := load(ctx, o.d, eventstore.StreamName(events.CategoryUser, c.UserID), aggregates.EvolveUser)
+	if err != nil {
+		return aggregates.PromotionRequest{}, Result{}, err
+	}
+	c.AccountEmail = user.Email
 	return create(ctx, o.d, promotionStream(id), aggregates.EvolvePromotion, func(r aggregates.PromotionRequest) ([]events.Event, error) {
 		return aggregates.DecideRequestPromotion(r, c)
 	})
 }
 
-// ApprovePromotion approves a pending request: the organisation named in it
-// is found (or created), the requester becomes its partner with the
-// requested role, and the request records both.
-func (o *Organisations) ApprovePromotion(ctx context.Context, requestID, by int64) (aggregates.PromotionRequest, Result, error) {
+// ApprovePromotion approves a pending request: the requester becomes a
+// partner, with the requested role, of a new organisation named as the
+// request asks (409 if that name is taken), or of the existing organisation
+// the admin chose by id; the request records both.
+func (o *Organisations) ApprovePromotion(ctx context.Context, requestID, by int64, target aggregates.ApprovalTarget) (aggregates.PromotionRequest, Result, error) {
+	if err := target.Validate(); err != nil {
+		return aggregates.PromotionRequest{}, Result{}, err
+	}
 	req, _, _, err := load(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion)
 	if err != nil {
 		return req, Result{}, err
@@ -152,8 +161,18 @@ func (o *Organisations) ApprovePromotion(ctx context.Context, requestID, by int6
 	if _, err := aggregates.DecideApprovePromotion(req, by, 0, 0); err != nil {
 		return req, Result{}, err
 	}
-	orgID, err := o.organisationNamed(ctx, req.OrgName, by)
-	if err != nil {
+	orgID := target.OrgID
+	if target.NewOrganisation {
+		org, _, err := o.CreateOrganisation(ctx, req.OrgName, by)
+		if errors.Is(err, derrors.ErrConflict) {
+			return req, Result{}, derrors.New(derrors.ErrConflict,
+				"An organization named %q already exists: approve with its org_id to make the requester its partner, or reject the request", req.OrgName)
+		}
+		if err != nil {
+			return req, Result{}, err
+		}
+		orgID = org.ID
+	} else if _, err := o.Organisation(ctx, orgID); err != nil {
 		return req, Result{}, err
 	}
 	partnerID, err := o.partnerFor(ctx, req, orgID)
@@ -163,27 +182,6 @@ func (o *Organisations) ApprovePromotion(ctx context.Context, requestID, by int6
 	return execute(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion, func(r aggregates.PromotionRequest) ([]events.Event, error) {
 		return aggregates.DecideApprovePromotion(r, by, orgID, partnerID)
 	})
-}
-
-func (o *Organisations) organisationNamed(ctx context.Context, name string, by int64) (int64, error) {
-	for range 3 {
-		owner, err := o.claimOwner(ctx, orgNameScope, strings.ToLower(strings.TrimSpace(name)))
-		if err != nil {
-			return 0, err
-		}
-		if owner != "" {
-			return streamID(owner)
-		}
-		org, _, err := o.CreateOrganisation(ctx, name, by)
-		if err == nil {
-			return org.ID, nil
-		}
-		if !errors.Is(err, derrors.ErrConflict) {
-			return 0, err
-		}
-		// Created concurrently: look again.
-	}
-	return 0, derrors.New(derrors.ErrConflict, "The organization changed concurrently; try again")
 }
 
 // partnerFor returns the requester's partner record in the organisation,

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/service"
 	"lectern/testlog"
 )
@@ -83,8 +84,7 @@ func natsSubscriber(t *testing.T, topic string) <-chan *message.Message {
 // caughtUp waits until the forwarder's checkpoint is at the log's end.
 func caughtUp(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	poll.Must(t, 15*time.Second, "the forwarder's checkpoint reaches the end of the log", func() bool {
 		var ok bool
 		err := pool.QueryRow(context.Background(), `
 			SELECT EXISTS (SELECT 1 FROM projection_offsets o,
@@ -94,14 +94,8 @@ func caughtUp(t *testing.T, pool *pgxpool.Pool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the forwarder's checkpoint did not reach the end of the log")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return ok
+	})
 }
 
 // With LECTERN_BROKER_URL=nats://..., the same CloudEvents arrive on a
@@ -205,13 +199,9 @@ func TestBrokerOutage(t *testing.T) {
 	h.strict = true
 	h.classroom()
 	want := published(t, pool)
-	deadline := time.Now().Add(10 * time.Second)
-	for !h.svc.Downstream.Status().Stalled {
-		if time.Now().After(deadline) {
-			t.Fatal("the forwarder does not report the broker outage")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Must(t, 10*time.Second, "the forwarder reports the broker outage", func() bool {
+		return h.svc.Downstream.Status().Stalled
+	})
 	if st := h.svc.Downstream.Status(); st.Error == "" {
 		t.Fatalf("status %+v: no error", st)
 	}

@@ -227,14 +227,14 @@ func TestRemoteEmbedder(t *testing.T) {
 }
 
 func TestPDFText(t *testing.T) {
-	text, err := knowledge.PDFText(knowledgetest.TinyPDF("Mitochondria are the powerhouse of the cell"))
+	text, err := knowledge.PDFText(context.Background(), knowledgetest.TinyPDF("Mitochondria are the powerhouse of the cell"), knowledge.ExtractLimits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(text, "Mitochondria are the powerhouse of the cell") {
 		t.Errorf("PDF text %q", text)
 	}
-	if _, err := knowledge.PDFText([]byte("not a pdf")); err == nil {
+	if _, err := knowledge.PDFText(context.Background(), []byte("not a pdf"), knowledge.ExtractLimits{}); err == nil {
 		t.Error("garbage is read as a PDF")
 	}
 }

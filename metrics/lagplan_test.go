@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 // A scrape reads each projection's lag from its position on: an index range
@@ -29,15 +30,13 @@ func TestLagQueryReadsFromThePosition(t *testing.T) {
 	// Events become visible to the lag once the cluster's oldest running
 	// transaction (perhaps another test's, in another database) is younger.
 	var lags map[string]Lag
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	poll.Until(10*time.Second, func() bool {
 		var err error
 		if lags, err = ProjectionLags(ctx, pool, []string{"caught-up", "new"}); err != nil {
 			t.Fatal(err)
 		}
-		if lags["new"].Events == maxLagScan || time.Now().After(deadline) {
-			break
-		}
-	}
+		return lags["new"].Events == maxLagScan
+	})
 	if lags["caught-up"].Events != 0 || lags["new"].Events != maxLagScan {
 		t.Fatalf("lags %+v: want 0 for the caught-up projection, %d (the cap) for the new one", lags, maxLagScan)
 	}

@@ -15,6 +15,7 @@ import (
 	"lectern/eventstore/postgres"
 	"lectern/metrics"
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/projections"
 )
 
@@ -56,16 +57,13 @@ func TestProjectionLags(t *testing.T) {
 	// transaction in the cluster (another test package's) may hold back for a
 	// moment: wait until all five are visible.
 	var lags map[string]metrics.Lag
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	poll.Until(10*time.Second, func() bool {
 		var err error
 		if lags, err = metrics.ProjectionLags(ctx, pool, []string{"caught-up", "behind", "new"}); err != nil {
 			t.Fatal(err)
 		}
-		if lags["new"].Events == 5 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return lags["new"].Events == 5
+	})
 	if l := lags["caught-up"]; l.Events != 0 || l.Seconds != 0 {
 		t.Errorf("caught-up: %+v, want no lag", l)
 	}

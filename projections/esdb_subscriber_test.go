@@ -26,6 +26,7 @@ import (
 	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/postgres"
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 var esdbQuiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -253,12 +254,8 @@ func TestESDBHandlerFailureCommitsNeitherRowsNorCheckpoint(t *testing.T) {
 	appendESDBAgent(t, s, 2, "poison")
 	appendESDBAgent(t, s, 3, "fine")
 
-	deadline := time.Now().Add(10 * time.Second)
-	for !stalled(proj.runner, "esdb-picky") {
-		if time.Now().After(deadline) {
-			t.Fatalf("projection not reported stalled: %+v", proj.runner.Statuses())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Until(10*time.Second, func() bool { return stalled(proj.runner, "esdb-picky") }) {
+		t.Fatalf("projection not reported stalled: %+v", proj.runner.Statuses())
 	}
 	proj.stop()
 	if got := appliedCounts(t, pool); len(got) != 1 || got[1] != 1 {
@@ -410,13 +407,9 @@ func TestESDBSystemEventsFilteredAndCheckpointsAdvance(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for checkpoint(t, pool, "esdb-sparse").IsZero() {
-		if time.Now().After(deadline) {
-			t.Fatal("no checkpoint stored from the server's checkpoints over system events")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Must(t, 10*time.Second, "a checkpoint stored from the server's checkpoints over system events", func() bool {
+		return !checkpoint(t, pool, "esdb-sparse").IsZero()
+	})
 	cp := checkpoint(t, pool, "esdb-sparse")
 	if l.Position("esdb-sparse") != cp {
 		t.Errorf("announced %v, stored %v", l.Position("esdb-sparse"), cp)

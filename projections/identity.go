@@ -33,7 +33,10 @@ func Users() Projection {
 					AS e(id, email, name, password_hash, roles, at, version)
 				ON CONFLICT (id) DO NOTHING`,
 				ids, emails, names, hashes, roles, at, versions)
-			return err
+			if err != nil {
+				return err
+			}
+			return announceAuthChange(ctx, tx)
 		}),
 		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.UserRoleGranted) error {
 			_, err := tx.Exec(ctx, `
@@ -41,9 +44,21 @@ func Users() Projection {
 					updated_at = $3, version = $4
 				WHERE id = $1 AND version < $4`,
 				e.UserID, e.Role, m.RecordedAt, m.Version)
-			return err
+			if err != nil {
+				return err
+			}
+			return announceAuthChange(ctx, tx)
 		}),
 	}}, newUsersLoader)
+}
+
+// announceAuthChange tells every process, when tx commits, that a user's
+// roles (or existence) changed: authentication forgets what it remembered
+// (Listener.AuthEpoch). The agents share this projection's group, so its
+// position moving says nothing of roles.
+func announceAuthChange(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, AuthChannel)
+	return err
 }
 
 // userRow is a users row as its loader keeps it.

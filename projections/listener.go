@@ -31,8 +31,25 @@ type Listener struct {
 	wakers    []*waker
 	positions map[string]eventstore.Position
 	changed   chan struct{} // closed and replaced whenever positions change
-	live      bool          // the LISTEN connection is up
+	live      atomic.Bool   // the LISTEN connection is up (read lock-free by AuthEpoch)
 	esdb      bool          // positions are EventStoreDB's (esdb_checkpoints)
+
+	// authEpoch changes whenever what authentication reads may have
+	// changed: a session revoked or the users read model changed (both
+	// announced on AuthChannel), or the connection dropping or coming back.
+	authEpoch atomic.Uint64
+}
+
+// AuthChannel announces revoked sessions (a trigger of migration 00013) and
+// changes of the users read model (its handlers).
+const AuthChannel = "lectern_auth"
+
+// AuthEpoch returns a number that changes whenever a session may have been
+// revoked or a user's roles may have changed, and whether it can be trusted
+// (the LISTEN connection is up). A cache of what authentication read is
+// valid while the epoch it was read under is current.
+func (l *Listener) AuthEpoch() (epoch uint64, live bool) {
+	return l.authEpoch.Load(), l.live.Load()
 }
 
 // FollowESDB makes the listener read the projections' positions from
@@ -150,7 +167,7 @@ func (l *Listener) listen(ctx context.Context) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	for _, ch := range []string{postgres.EventsChannel, postgres.PositionsChannel} {
+	for _, ch := range []string{postgres.EventsChannel, postgres.PositionsChannel, AuthChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}
@@ -167,6 +184,8 @@ func (l *Listener) listen(ctx context.Context) error {
 			return err
 		}
 		switch n.Channel {
+		case AuthChannel:
+			l.authEpoch.Add(1)
 		case postgres.EventsChannel:
 			l.wakeFor(postgres.EventTypes(n.Payload))
 		case postgres.PositionsChannel:
@@ -179,9 +198,8 @@ func (l *Listener) listen(ctx context.Context) error {
 }
 
 func (l *Listener) setLive(live bool) {
-	l.mu.Lock()
-	l.live = live
-	l.mu.Unlock()
+	l.live.Store(live)
+	l.authEpoch.Add(1)
 }
 
 func (l *Listener) advance(group string, pos eventstore.Position) {
@@ -239,7 +257,7 @@ func (l *Listener) reached(pos eventstore.Position, groups []string) (bool, []st
 			behind = append(behind, g)
 		}
 	}
-	return behind == nil, behind, l.changed, l.live
+	return behind == nil, behind, l.changed, l.live.Load()
 }
 
 // WaitFor blocks until every named projection has applied the event at pos,

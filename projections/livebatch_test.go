@@ -18,6 +18,7 @@ import (
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/projections"
 	"lectern/testlog"
 )
@@ -281,19 +282,14 @@ func shutdownWhilePollWaits(t *testing.T, p projections.Projection) {
 		t.Fatal(err)
 	}
 	appendAgent(t, pool, 2, "Tutor")
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	poll.Must(t, 10*time.Second, "a poll waits for the offset row", func() bool {
 		var waiting int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%projection_offsets%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no poll waited for the offset row")
-		}
-	}
+		return waiting > 0
+	})
 	shutdown(func() {
 		time.Sleep(200 * time.Millisecond)
 		_ = holder.Rollback(ctx)
@@ -320,15 +316,16 @@ func awaitVisible(t *testing.T, pool *pgxpool.Pool) {
 // event, with the error.
 func awaitStall(t *testing.T, r *projections.Runner, name string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	stalledWithError := func() bool {
 		for _, s := range r.Statuses() {
 			if s.Name == name && s.Stalled && s.Error != "" {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("projection %s not reported stalled: %+v", name, r.Statuses())
-		}
+		return false
+	}
+	if !poll.Until(10*time.Second, stalledWithError) {
+		t.Fatalf("projection %s not reported stalled: %+v", name, r.Statuses())
 	}
 }
 

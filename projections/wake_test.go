@@ -14,6 +14,7 @@ import (
 
 	"lectern/events"
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 // insertEvents appends n events of one type, each to a stream of its own,
@@ -33,14 +34,12 @@ func insertEvents(t *testing.T, db interface {
 // transaction of the cluster (another test's, in another database) can hold.
 func settled(t *testing.T, probe func() lookahead) lookahead {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := probe()
-		if got != behindHorizon || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var got lookahead
+	poll.Until(10*time.Second, func() bool {
+		got = probe()
+		return got != behindHorizon
+	})
+	return got
 }
 
 func offsetOf(t *testing.T, pool *pgxpool.Pool, group string) string {

@@ -95,6 +95,15 @@ type PromotionRequest struct {
 	OrgID       *int64
 	PartnerID   *int64
 	RequestedAt time.Time
+	// Matching are the organisations whose names match OrgName, ignoring
+	// case and surrounding spaces: an admin chooses one explicitly, or none.
+	Matching []OrganizationRef
+}
+
+// OrganizationRef names an organisation.
+type OrganizationRef struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
 }
 
 // PromotionRequests lists requests, optionally of one status, oldest first.
@@ -104,15 +113,17 @@ func (q *DB) PromotionRequests(ctx context.Context, status string, p Page) (List
 		return out, err
 	}
 	rows, err := q.pool.Query(ctx, `
-		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at
-		FROM promotion_requests WHERE $1 = '' OR status = $1 ORDER BY id LIMIT $2 OFFSET $3`, status, p.Size, p.Offset())
+		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at,
+		       coalesce((SELECT json_agg(json_build_object('id', o.id, 'name', o.name) ORDER BY o.id) FROM organizations o
+		                 WHERE lower(btrim(o.name)) = lower(btrim(p.org_name))), '[]')
+		FROM promotion_requests p WHERE $1 = '' OR status = $1 ORDER BY id LIMIT $2 OFFSET $3`, status, p.Size, p.Offset())
 	if err != nil {
 		return out, err
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PromotionRequest, error) {
 		var x PromotionRequest
 		err := r.Scan(&x.ID, &x.UserID, &x.Name, &x.Email, &x.OrgName, &x.TargetRole, &x.EduCategory, &x.Status, &x.Reason,
-			&x.ReviewedBy, &x.ReviewedAt, &x.OrgID, &x.PartnerID, &x.RequestedAt)
+			&x.ReviewedBy, &x.ReviewedAt, &x.OrgID, &x.PartnerID, &x.RequestedAt, &x.Matching)
 		return x, err
 	})
 	if err != nil {

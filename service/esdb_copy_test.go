@@ -17,6 +17,7 @@ import (
 	"lectern/eventstore/postgres"
 	"lectern/history"
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/service"
 )
 
@@ -90,16 +91,15 @@ func TestCopyToEventStoreDBThenServeFromIt(t *testing.T) {
 	// Under load a write may answer before its projection (X-Projection-
 	// Pending): wait until the read models hold every write.
 	var before string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		_, _, list := pg.do("GET", "/agents", token, "")
+	var list string
+	caughtUp := poll.Until(30*time.Second, func() bool {
+		_, _, list = pg.do("GET", "/agents", token, "")
 		var status int
 		status, _, before = pg.do("GET", fmt.Sprintf("/agents/%d", agents[0]), token, "")
-		if status == http.StatusOK && strings.Contains(before, `"Patient tutor"`) && strings.Contains(list, `"total":2`) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the read models did not catch up: %s %s", before, list)
-		}
+		return status == http.StatusOK && strings.Contains(before, `"Patient tutor"`) && strings.Contains(list, `"total":2`)
+	})
+	if !caughtUp {
+		t.Fatalf("the read models did not catch up: %s %s", before, list)
 	}
 	pg.stop()
 

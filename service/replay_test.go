@@ -130,7 +130,7 @@ func (e *replayEnv) workload(round int) {
 	}
 	promo := c.call("POST", "/user/partner-promotion-requests", other,
 		map[string]any{"name": "Other", "email": fmt.Sprintf("other-%d@example.com", round), "org_name": fmt.Sprintf("Other school %d", round)}, 201)
-	c.call("POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", id(promo, "request_id")), admin, nil, 200)
+	c.call("POST", fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", id(promo, "request_id")), admin, map[string]any{"organization": "new"}, 200)
 
 	shot := c.call("POST", "/user/practice/few-shot-examples", student, map[string]any{"input_text": "2+2?", "output_text": "4"}, 201)
 	c.call("PATCH", fmt.Sprintf("/user/practice/few-shot-examples/%d", id(shot, "example_id")), student, map[string]any{"output_text": "Four"}, 200)

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"lectern/eventstore"
 	"lectern/eventstore/esdb"
 	"lectern/eventstore/postgres"
+	"lectern/janitor"
 	"lectern/knowledge"
 	"lectern/llm"
 	"lectern/mail"
@@ -42,9 +45,20 @@ type Config struct {
 	Now         func() time.Time
 	// ConsistencyWait bounds read-your-writes waits (default 2 s).
 	ConsistencyWait time.Duration
-	// AddressLimit overrides the per-address attempt limit of identity
-	// operations (0: the default).
+	// Extract bounds what extracting an uploaded document may cost (zero:
+	// knowledge.DefaultExtractLimits).
+	Extract knowledge.ExtractLimits
+	// TrustedProxies is api.Deps.TrustedProxies.
+	TrustedProxies []netip.Prefix
+	// SkipSessionCheck is api.Deps.SkipSessionCheck: for the bench only.
+	SkipSessionCheck bool
+	// AddressLimit overrides the per-minute, per-client-address limits of
+	// identity operations and of invite-code joins (0: the defaults, 120
+	// and 60): tests send everything from one address.
 	AddressLimit int
+	// Limits override any other rate limit (zero fields: the defaults,
+	// commands.DefaultLimits).
+	Limits commands.Limits
 	// EventStoreURL selects EventStoreDB (esdb://...) as the event store;
 	// empty: the PostgreSQL store in the same database.
 	EventStoreURL string
@@ -84,7 +98,10 @@ func (c Config) Validate() error {
 
 // Service is a wired Lectern.
 type Service struct {
-	Handler  *api.Server
+	Handler *api.Server
+	// Metrics serves the Prometheus exposition; it is not on the API's
+	// address (lectern serve puts it on LECTERN_METRICS_ADDR).
+	Metrics  http.Handler
 	Identity *commands.Identity
 	Listener *projections.Listener
 	Runner   *projections.Runner
@@ -98,6 +115,7 @@ type Service struct {
 	projPool            *pgxpool.Pool
 	downPool            *pgxpool.Pool
 	closeStore          func()
+	janitor             *janitor.Janitor
 }
 
 // projectionPool is a pool for the projections whose commits do not wait for
@@ -239,7 +257,13 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	identity.AddressLimit = cfg.AddressLimit
+	limits := cfg.Limits
+	if cfg.AddressLimit > 0 {
+		limits.Address = ratelimit.Rate{N: cfg.AddressLimit, Per: commands.AddressWindow}
+		limits.JoinAddress = ratelimit.Rate{N: cfg.AddressLimit, Per: time.Minute}
+	}
+	identity.Limits = limits
+	cmds.Classroom.Limits = limits
 	projPool, err := projectionPool(cfg.Pool, 8)
 	if err != nil {
 		return nil, err
@@ -282,12 +306,16 @@ func New(cfg Config) (*Service, error) {
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
-		Ready: s.ready, Metrics: m,
+		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, Ready: s.ready, Metrics: m,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.Handler = handler
+	s.Metrics = m.Handler()
+	if s.janitor, err = janitor.New(cfg.Pool, ratelimit.New(cfg.Pool, cfg.Now), cfg.Now, cfg.Logger, m.Registry()); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -308,17 +336,20 @@ func (s *Service) ready(ctx context.Context) error {
 	return nil
 }
 
-// RunBackground starts the listener and (when withProjections) the
-// projections; the returned function stops them and waits until every
-// in-flight batch has finished.
+// RunBackground starts the listener and, when withProjections, the
+// background work: projections, downstream forwarder and retention, janitor
+// and the reindex worker. An HTTP-only replica (and a test's second service
+// on a clock of its own) runs none of it, so that jobs are stamped by the
+// instances that own them. The returned function stops it all and waits
+// until every in-flight batch has finished.
 func (s *Service) RunBackground(ctx context.Context, withProjections bool) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.Listener.Run(ctx) }()
-	wg.Add(1)
-	go func() { defer wg.Done(); s.Knowledge.RunJobs(ctx) }()
 	if withProjections {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Knowledge.RunJobs(ctx) }()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -330,6 +361,8 @@ func (s *Service) RunBackground(ctx context.Context, withProjections bool) (stop
 		go func() { defer wg.Done(); s.Downstream.Run(ctx, s.pool, s.newDownstreamRunner) }()
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Downstream.RunRetention(ctx, s.pool) }()
+		wg.Add(1)
+		go func() { defer wg.Done(); s.janitor.Run(ctx) }()
 	}
 	return func() { cancel(); wg.Wait() }
 }

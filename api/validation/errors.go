@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrorItem is one entry of a FastAPI 422 "detail" list, as produced by
@@ -20,6 +22,8 @@ type ErrorItem struct {
 	Msg   string         // human-readable message, worded exactly like pydantic
 	Input any            // the offending input value
 	Ctx   map[string]any // error context; nil when the type has none
+
+	ctxOrder []string // the order of Ctx's keys where pydantic's is not sorted
 }
 
 // MarshalJSON writes the keys in pydantic's order: type, loc, msg, input and,
@@ -51,7 +55,15 @@ func (e ErrorItem) MarshalJSON() ([]byte, error) {
 	}
 	if e.Ctx != nil {
 		buf.WriteString(`,"ctx":`)
-		if err := writePythonJSON(&buf, e.Ctx); err != nil {
+		var ctx any = e.Ctx
+		if e.ctxOrder != nil {
+			ordered := &jsonObject{vals: map[string]any{}}
+			for _, k := range e.ctxOrder {
+				ordered.set(k, e.Ctx[k])
+			}
+			ctx = ordered
+		}
+		if err := writePythonJSON(&buf, ctx); err != nil {
 			return nil, fmt.Errorf("validation: encoding ctx of %s error: %w", e.Type, err)
 		}
 	}
@@ -105,10 +117,14 @@ func (e Errors) Error() string {
 
 // DetailJSON renders the 422 response body {"detail":[...]}.
 // A nil or empty list renders as {"detail":[]}.
+//
+// The body is bounded whatever the request: at most MaxErrorItems items, and
+// each echoed input cut by cutInput.
 func (e Errors) DetailJSON() ([]byte, error) {
-	items := []ErrorItem(e)
-	if items == nil {
-		items = []ErrorItem{}
+	items := make([]ErrorItem, 0, min(len(e), MaxErrorItems))
+	for _, item := range e[:min(len(e), MaxErrorItems)] {
+		item.Input = cutInput(item.Input, 0)
+		items = append(items, item)
 	}
 	var buf bytes.Buffer
 	if err := encodeJSON(&buf, map[string]any{"detail": items}); err != nil {
@@ -143,6 +159,7 @@ var messages = map[string]string{
 	"float_parsing":              "Input should be a valid number, unable to parse string as a number",
 	"finite_number":              "Input should be a finite number",
 	"string_type":                "Input should be a valid string",
+	"string_unicode":             "Input should be a valid string, unable to parse raw data as a unicode string",
 	"bool_type":                  "Input should be a valid boolean",
 	"bool_parsing":               "Input should be a valid boolean, unable to interpret input",
 	"list_type":                  "Input should be a valid list",
@@ -162,6 +179,24 @@ func newError(typ string, loc []any, input any) ErrorItem {
 		panic("validation: no message for error type " + typ)
 	}
 	return ErrorItem{Type: typ, Loc: loc, Msg: msg, Input: input}
+}
+
+// tooLongError is pydantic's too_long: "List should have at most 8 items
+// after validation, not 9" (fieldType "List" or "Dictionary").
+func tooLongError(fieldType string, loc []any, input any, maxLen, actual int) ErrorItem {
+	plural := "s"
+	if maxLen == 1 {
+		plural = ""
+	}
+	return ErrorItem{
+		Type:  "too_long",
+		Loc:   loc,
+		Msg:   fmt.Sprintf("%s should have at most %d item%s after validation, not %d", fieldType, maxLen, plural, actual),
+		Input: input,
+		Ctx:   map[string]any{"field_type": fieldType, "max_length": maxLen, "actual_length": actual},
+
+		ctxOrder: []string{"field_type", "max_length", "actual_length"},
+	}
 }
 
 func missingError(loc []any, input any) ErrorItem {
@@ -264,4 +299,83 @@ func jsonInvalidError(pos int, reason string) ErrorItem {
 		Input: map[string]any{},
 		Ctx:   map[string]any{"error": reason},
 	}
+}
+
+// Bounds on what a 422 echoes of its request.
+const (
+	// MaxErrorItems is the most errors one answer lists.
+	MaxErrorItems = 50
+	// MaxInputChars is the most characters of a string input echoed at the
+	// top of an error item; strings inside an echoed object or list keep
+	// MaxNestedInputChars.
+	MaxInputChars       = 1000
+	MaxNestedInputChars = 100
+	// MaxInputItems is the most items of a list, or members of an object,
+	// echoed; MaxInputDepth the deepest nesting echoed.
+	MaxInputItems = 10
+	MaxInputDepth = 3
+)
+
+// cutInput bounds an echoed input, as pydantic cuts the inputs it prints: a
+// long string keeps its start and ends in "...", a long list or object its
+// first items then "...", and what is nested deeper than MaxInputDepth is
+// "...".
+func cutInput(v any, depth int) any {
+	if depth > MaxInputDepth {
+		return "..."
+	}
+	switch x := v.(type) {
+	case string:
+		limit := MaxInputChars
+		if depth > 0 {
+			limit = MaxNestedInputChars
+		}
+		if utf8.RuneCountInString(x) <= limit {
+			return x
+		}
+		n := 0
+		for i := range x {
+			if n == limit {
+				return x[:i] + "..."
+			}
+			n++
+		}
+		return x
+	case []any:
+		out := make([]any, 0, min(len(x), MaxInputItems)+1)
+		for i, item := range x {
+			if i == MaxInputItems {
+				out = append(out, "...")
+				break
+			}
+			out = append(out, cutInput(item, depth+1))
+		}
+		return out
+	case *jsonObject:
+		out := &jsonObject{vals: map[string]any{}}
+		for i, k := range x.keys {
+			if i == MaxInputItems {
+				out.set("...", "...")
+				break
+			}
+			out.set(cutInput(k, depth+1).(string), cutInput(x.vals[k], depth+1))
+		}
+		return out
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		out := &jsonObject{vals: map[string]any{}}
+		for i, k := range keys {
+			if i == MaxInputItems {
+				out.set("...", "...")
+				break
+			}
+			out.set(cutInput(k, depth+1).(string), cutInput(x[k], depth+1))
+		}
+		return out
+	}
+	return v
 }

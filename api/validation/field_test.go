@@ -183,10 +183,12 @@ func TestFieldErrorsMatchPydantic(t *testing.T) {
 			{`"abc"`, `{"type":"list_type","loc":["body","x"],"msg":"Input should be a valid list","input":"abc"}`},
 			{`{}`, `{"type":"list_type","loc":["body","x"],"msg":"Input should be a valid list","input":{}}`},
 			{`null`, `{"type":"list_type","loc":["body","x"],"msg":"Input should be a valid list","input":null}`},
-			{`[1, "2", "x", 3.5, null, true]`, `{"type":"int_parsing","loc":["body","x",2],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"x"},{"type":"int_from_float","loc":["body","x",3],"msg":"Input should be a valid integer, got a number with a fractional part","input":3.5},{"type":"int_type","loc":["body","x",4],"msg":"Input should be a valid integer","input":null}`},
+			{`[1, "2", "x", 3.5, null, true]`, `{"type":"int_parsing","loc":["body","x",2],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"x"}`},
+			{`[1, 3.5]`, `{"type":"int_from_float","loc":["body","x",1],"msg":"Input should be a valid integer, got a number with a fractional part","input":3.5}`},
 		}},
 		{Field{Name: "x", Kind: List, Required: true, Elem: &Field{Kind: String, MaxLength: 2}}, []struct{ raw, want string }{
-			{`["a", "abc", 5]`, `{"type":"string_too_long","loc":["body","x",1],"msg":"String should have at most 2 characters","input":"abc","ctx":{"max_length":2}},{"type":"string_type","loc":["body","x",2],"msg":"Input should be a valid string","input":5}`},
+			{`["a", "abc", 5]`, `{"type":"string_too_long","loc":["body","x",1],"msg":"String should have at most 2 characters","input":"abc","ctx":{"max_length":2}}`},
+			{`["a", 5]`, `{"type":"string_type","loc":["body","x",1],"msg":"Input should be a valid string","input":5}`},
 		}},
 		{Field{Name: "x", Kind: Email, Required: true}, []struct{ raw, want string }{
 			{`"a"`, `{"type":"value_error","loc":["body","x"],"msg":"value is not a valid email address: An email address must have an @-sign.","input":"a","ctx":{"reason":"An email address must have an @-sign."}}`},
@@ -399,15 +401,68 @@ func TestNonNullableNull(t *testing.T) {
 	}
 }
 
-func TestListReportsEveryElement(t *testing.T) {
+// A list reports only its first bad element (pydantic reports each): the
+// answer to a list of 100 000 bad items stays one item long.
+func TestListReportsItsFirstBadElement(t *testing.T) {
 	f := Field{Name: "model_names", Kind: List, Required: true, Elem: &Field{Kind: String, MinLength: 1}}
 	_, errs := DecodeBody([]byte(`{"model_names": ["ok", 1, "", null]}`), Schema{Fields: []Field{f}})
+	want := `{"type":"string_type","loc":["body","model_names",1],"msg":"Input should be a valid string","input":1}`
+	if got := detail(t, errs); got != want {
+		t.Errorf("errors\n got: %s\nwant: %s", got, want)
+	}
+}
+
+// Lists and objects past MaxItems get pydantic's too_long before any item
+// is looked at.
+func TestCollectionsTooLong(t *testing.T) {
+	list := Field{Name: "ids", Kind: List, Required: true, MaxItems: 2, Elem: &Field{Kind: Int}}
+	one := Field{Name: "one", Kind: List, MaxItems: 1}
+	obj := Field{Name: "params", Kind: Object, MaxItems: 2}
+	schema := Schema{Fields: []Field{list, one, obj}}
+	_, errs := DecodeBody([]byte(`{"ids": ["x", "y", "z"], "one": [1, 2], "params": {"a": 1, "b": 2, "c": 3}}`), schema)
 	want := strings.Join([]string{
-		`{"type":"string_type","loc":["body","model_names",1],"msg":"Input should be a valid string","input":1}`,
-		`{"type":"string_too_short","loc":["body","model_names",2],"msg":"String should have at least 1 character","input":"","ctx":{"min_length":1}}`,
-		`{"type":"string_type","loc":["body","model_names",3],"msg":"Input should be a valid string","input":null}`,
+		`{"type":"too_long","loc":["body","ids"],"msg":"List should have at most 2 items after validation, not 3","input":["x","y","z"],"ctx":{"field_type":"List","max_length":2,"actual_length":3}}`,
+		`{"type":"too_long","loc":["body","one"],"msg":"List should have at most 1 item after validation, not 2","input":[1,2],"ctx":{"field_type":"List","max_length":1,"actual_length":2}}`,
+		`{"type":"too_long","loc":["body","params"],"msg":"Dictionary should have at most 2 items after validation, not 3","input":{"a":1,"b":2,"c":3},"ctx":{"field_type":"Dictionary","max_length":2,"actual_length":3}}`,
 	}, ",")
 	if got := detail(t, errs); got != want {
 		t.Errorf("errors\n got: %s\nwant: %s", got, want)
+	}
+	if _, errs := DecodeBody([]byte(`{"ids": [1, 2], "one": [1], "params": {"a": 1, "b": 2}}`), schema); len(errs) != 0 {
+		t.Errorf("collections at their bounds refused: %s", detail(t, errs))
+	}
+}
+
+// An echoed input is cut: long strings, long lists and objects, deep nesting.
+func TestEchoedInputIsCut(t *testing.T) {
+	long := strings.Repeat("é", MaxInputChars+5)
+	items := make([]any, 30)
+	for i := range items {
+		items[i] = strings.Repeat("x", 500)
+	}
+	errs := Errors{
+		newError("string_type", []any{"body", "a"}, long),
+		newError("string_type", []any{"body", "b"}, items),
+		newError("string_type", []any{"body", "c"}, []any{[]any{[]any{[]any{[]any{"deep"}}}}}),
+	}
+	got, err := errs.DetailJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	short := strings.Repeat("x", MaxNestedInputChars) + "..."
+	want := `{"detail":[` +
+		`{"type":"string_type","loc":["body","a"],"msg":"Input should be a valid string","input":"` + strings.Repeat("é", MaxInputChars) + `..."},` +
+		`{"type":"string_type","loc":["body","b"],"msg":"Input should be a valid string","input":["` + strings.Repeat(short+`","`, MaxInputItems) + `..."]},` +
+		`{"type":"string_type","loc":["body","c"],"msg":"Input should be a valid string","input":[[[["..."]]]]}]}`
+	if string(got) != want {
+		t.Errorf("\n got: %s\nwant: %s", got, want)
+	}
+	many := make(Errors, 3*MaxErrorItems)
+	for i := range many {
+		many[i] = newError("string_type", []any{"body", i}, 1)
+	}
+	body, _ := many.DetailJSON()
+	if n := strings.Count(string(body), `"type"`); n != MaxErrorItems {
+		t.Errorf("%d items listed, want %d", n, MaxErrorItems)
 	}
 }

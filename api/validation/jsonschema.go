@@ -90,7 +90,14 @@ func (f Field) JSONSchema() map[string]any {
 		if f.MaxLength > 0 {
 			out["maxLength"] = f.MaxLength
 		}
+	case Object:
+		if f.MaxItems > 0 {
+			out["maxProperties"] = f.MaxItems
+		}
 	case List:
+		if f.MaxItems > 0 {
+			out["maxItems"] = f.MaxItems
+		}
 		if f.Elem != nil {
 			elem := *f.Elem
 			elem.Name = ""

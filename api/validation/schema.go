@@ -55,6 +55,12 @@ type Field struct {
 
 	MinLength, MaxLength int // String: bounds in Unicode code points; 0 = unbounded
 
+	// MaxItems bounds a List's items or an Object's properties (pydantic's
+	// too_long beyond it, checked before any item). Every List and Object
+	// of a request must have one: an unbounded one lets a request of 1 MiB
+	// cost far more than its size (TestEveryCollectionIsBounded).
+	MaxItems int
+
 	Default     any    // documentation only (OpenAPI "default"); callers apply defaults themselves
 	Description string // documentation only (OpenAPI "description")
 }
@@ -153,8 +159,14 @@ func (f *Field) validate(loc []any, in any) (any, Errors) {
 	case Object:
 		switch obj := in.(type) {
 		case *jsonObject:
+			if f.MaxItems > 0 && len(obj.keys) > f.MaxItems {
+				return nil, Errors{tooLongError("Dictionary", loc, in, f.MaxItems, len(obj.keys))}
+			}
 			v = plainJSON(obj)
 		case map[string]any:
+			if f.MaxItems > 0 && len(obj) > f.MaxItems {
+				return nil, Errors{tooLongError("Dictionary", loc, in, f.MaxItems, len(obj))}
+			}
 			v = obj
 		default:
 			err = errorPtr(newError("dict_type", loc, in))
@@ -170,25 +182,28 @@ func (f *Field) validate(loc []any, in any) (any, Errors) {
 	return v, nil
 }
 
-// validateList checks every element, reporting each failure at its index.
+// validateList checks the length, then the elements. Only the first element
+// that fails is reported (at its index), so that the answer to a list of
+// bad items stays small whatever the list's length.
 func (f *Field) validateList(loc []any, in any) (any, Errors) {
 	items, ok := in.([]any)
 	if !ok {
 		return nil, Errors{newError("list_type", loc, in)}
 	}
+	if f.MaxItems > 0 && len(items) > f.MaxItems {
+		return nil, Errors{tooLongError("List", loc, in, f.MaxItems, len(items))}
+	}
 	out := make([]any, len(items))
-	var errs Errors
 	for i, item := range items {
 		if f.Elem == nil {
 			out[i] = plainJSON(item)
 			continue
 		}
 		v, itemErrs := f.Elem.validate(appendLoc(loc, i), item)
-		errs = append(errs, itemErrs...)
+		if len(itemErrs) > 0 {
+			return nil, itemErrs
+		}
 		out[i] = v
-	}
-	if len(errs) > 0 {
-		return nil, errs
 	}
 	return out, nil
 }
@@ -197,6 +212,12 @@ func validateString(f *Field, loc []any, in any) (any, *ErrorItem) {
 	s, ok := in.(string)
 	if !ok {
 		return nil, errorPtr(newError("string_type", loc, in))
+	}
+	// A query or path value is raw bytes once unescaped (%FF): PostgreSQL
+	// refuses text that is not UTF-8, so it is refused here, as pydantic
+	// refuses bytes it cannot decode.
+	if !utf8.ValidString(s) {
+		return nil, errorPtr(newError("string_unicode", loc, strings.ToValidUTF8(s, "\ufffd")))
 	}
 	// PostgreSQL text cannot hold U+0000: refuse it at the edge, where it is
 	// a clear 422, rather than let a read model fail on it later.

@@ -417,11 +417,77 @@ func httpRun(ctx context.Context, base, dbName string, rawRate float64) error {
 	if err != nil {
 		return err
 	}
-	defer srv.stop()
+	rate, lat, err := postAgents(srv)
+	if err != nil {
+		srv.stop()
+		return err
+	}
+	rss, err := srv.peakRSS()
+	srv.stop()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%-26s %10s   %s\n", "requests", strconv.Itoa(len(lat)), "(each: auth, decide, append, projection applied before the response)")
+	fmt.Printf("%-26s %10s   %s\n", "p50", ms(percentile(lat, .5)), "")
+	fmt.Printf("%-26s %10s   %s\n", "p99", ms(percentile(lat, .99)), "(target < 15 ms)")
+	fmt.Printf("%-26s %10.0f   %s\n", "throughput req/s", rate, "")
+	fmt.Printf("%-26s %10.0f   %s\n", "raw INSERT/s (16 writers)", rawRate, "(baseline, same run)")
+	fmt.Printf("%-26s %10.2f   %s\n", "ratio", rate/rawRate, "(target >= 0.30)")
+	fmt.Printf("%-26s %10.1f   %s\n", "server peak RSS MiB", rss, "(target < 150 MiB)")
+
+	// The per-request session check (revoked sessions, current roles): the
+	// same load on a server without it, then with it again, so that the
+	// machine's drift counts on both sides.
+	fmt.Println("\n## POST /agents: cost of the per-request session and roles check (16 clients)")
+	var with, without []float64
+	for round := range 2 {
+		for _, skip := range []bool{true, false} {
+			if round == 0 && !skip {
+				with = append(with, rate) // the run above
+				continue
+			}
+			var extra []string
+			if skip {
+				extra = append(extra, "LECTERN_BENCH_SKIP_SESSION_CHECK=1")
+			}
+			srv, err := startServer(ctx, base, dbName, extra...)
+			if err != nil {
+				return err
+			}
+			r, _, err := postAgents(srv)
+			srv.stop()
+			if err != nil {
+				return err
+			}
+			if skip {
+				without = append(without, r)
+			} else {
+				with = append(with, r)
+			}
+		}
+	}
+	on, off := mean(with), mean(without)
+	fmt.Printf("%-26s %10.0f   %s\n", "with the check req/s", on, fmt.Sprintf("(runs %.0f)", with))
+	fmt.Printf("%-26s %10.0f   %s\n", "without it req/s", off, fmt.Sprintf("(runs %.0f)", without))
+	fmt.Printf("%-26s %10.3f   %s\n", "ratio", on/off, "(target >= 0.95)")
+	return nil
+}
+
+func mean(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+// postAgents drives POST /agents from 16 clients and returns the rate and
+// every request's latency, sorted.
+func postAgents(srv *server) (float64, []time.Duration, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	token, err := srv.login(client)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	post := func() (time.Duration, error) {
 		req, _ := http.NewRequest(http.MethodPost, srv.url+"/agents", strings.NewReader(`{"name":"Tutor","system_prompt":"Be kind and precise."}`))
@@ -441,7 +507,7 @@ func httpRun(ctx context.Context, base, dbName string, rawRate float64) error {
 	}
 	for range 200 { // warm-up
 		if _, err := post(); err != nil {
-			return err
+			return 0, nil, err
 		}
 	}
 	var mu sync.Mutex
@@ -457,21 +523,10 @@ func httpRun(ctx context.Context, base, dbName string, rawRate float64) error {
 		return nil
 	})
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	rss, err := srv.peakRSS()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("%-26s %10s   %s\n", "requests", strconv.Itoa(len(lat)), "(each: auth, decide, append, projection applied before the response)")
-	fmt.Printf("%-26s %10s   %s\n", "p50", ms(percentile(lat, .5)), "")
-	fmt.Printf("%-26s %10s   %s\n", "p99", ms(percentile(lat, .99)), "(target < 15 ms)")
-	fmt.Printf("%-26s %10.0f   %s\n", "throughput req/s", rate, "")
-	fmt.Printf("%-26s %10.0f   %s\n", "raw INSERT/s (16 writers)", rawRate, "(baseline, same run)")
-	fmt.Printf("%-26s %10.2f   %s\n", "ratio", rate/rawRate, "(target >= 0.30)")
-	fmt.Printf("%-26s %10.1f   %s\n", "server peak RSS MiB", rss, "(target < 150 MiB)")
-	return nil
+	return rate, lat, nil
 }
 
 // login logs the bench's administrator in.

@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -19,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"lectern/api"
 	"lectern/auth"
 	"lectern/knowledge"
 	"lectern/llm"
@@ -60,6 +63,12 @@ type env struct {
 	// BrokerRetention: LECTERN_BROKER_RETENTION, a Go duration (default
 	// 168h; 0 keeps every published message).
 	BrokerRetention time.Duration
+	// Extract: LECTERN_MAX_EXTRACTED_BYTES (default 2 MiB of text per
+	// document) and LECTERN_MAX_CHUNKS (default 5 000).
+	Extract knowledge.ExtractLimits
+	// TrustedProxies: LECTERN_TRUSTED_PROXIES, CIDRs or addresses of the
+	// proxies whose forwarding headers name the client (default none).
+	TrustedProxies []netip.Prefix
 }
 
 func readEnv() (env, error) {
@@ -95,6 +104,23 @@ func readEnv() (env, error) {
 			err = errors.Join(err, fmt.Errorf("LECTERN_BROKER_RETENTION %q: want a duration such as 168h, or 0 to keep every message", v))
 		}
 		e.BrokerRetention = d
+	}
+	if v := os.Getenv("LECTERN_MAX_EXTRACTED_BYTES"); v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n <= 0 {
+			err = errors.Join(err, fmt.Errorf("LECTERN_MAX_EXTRACTED_BYTES %q: want a positive number of bytes", v))
+		}
+		e.Extract.MaxTextBytes = n
+	}
+	proxies, perr := api.ParseTrustedProxies(os.Getenv("LECTERN_TRUSTED_PROXIES"))
+	err = errors.Join(err, perr)
+	e.TrustedProxies = proxies
+	if v := os.Getenv("LECTERN_MAX_CHUNKS"); v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n <= 0 {
+			err = errors.Join(err, fmt.Errorf("LECTERN_MAX_CHUNKS %q: want a positive number", v))
+		}
+		e.Extract.MaxChunks = n
 	}
 	if e.JWTKey == "" && e.JWTKeyFile == "" {
 		err = errors.Join(err, errors.New("set LECTERN_JWT_KEY (64 hex characters) or LECTERN_JWT_KEY_FILE"))
@@ -172,8 +198,12 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 		pool.Close()
 		return nil, nil, err
 	}
+	if os.Getenv("LECTERN_BENCH_SKIP_SESSION_CHECK") == "1" {
+		log.Warn("LECTERN_BENCH_SKIP_SESSION_CHECK=1: access tokens are trusted alone (logged-out tokens work until they expire); for the bench only")
+	}
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
-		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"),
+		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
+		SkipSessionCheck: os.Getenv("LECTERN_BENCH_SKIP_SESSION_CHECK") == "1", TrustedProxies: e.TrustedProxies,
 		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention})
 	if err != nil {
 		pool.Close()
@@ -225,6 +255,16 @@ func serveCmd() *cobra.Command {
 					log.Warn("pprof listening", "addr", addr, "error", http.ListenAndServe(addr, pprofMux()))
 				}()
 			}
+			if addr := os.Getenv("LECTERN_METRICS_ADDR"); addr != "" {
+				// Metrics on a private address: they describe the service's
+				// traffic and are nobody else's business.
+				go func() {
+					metricsMux := http.NewServeMux()
+					metricsMux.Handle("GET /metrics", svc.Metrics)
+					msrv := &http.Server{Addr: addr, Handler: metricsMux, ReadHeaderTimeout: 5 * time.Second}
+					log.Warn("metrics listening", "addr", addr, "error", msrv.ListenAndServe())
+				}()
+			}
 			errc := make(chan error, 1)
 			go func() { errc <- srv.ListenAndServe() }()
 			log.Info("lectern serving", "addr", srv.Addr, "projections", withProjections)
@@ -248,7 +288,7 @@ func serveCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&migrate, "migrate", true, "apply pending migrations before serving")
-	cmd.Flags().BoolVar(&withProjections, "projections", true, "run the projections in this process")
+	cmd.Flags().BoolVar(&withProjections, "projections", true, "run the projections and background workers (reindex jobs, forwarder, janitor) in this process")
 	return cmd
 }
 

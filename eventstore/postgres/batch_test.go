@@ -18,6 +18,7 @@ import (
 	"lectern/eventstore"
 	"lectern/eventstore/storetest"
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 // pending queues nothing: it builds the request runBatch takes.
@@ -200,12 +201,10 @@ func TestBatchConcurrentWriters(t *testing.T) {
 	// until every event shows, or long after they all should.
 	want := writers*appends + won[shared[0]] + won[shared[1]]
 	var all []eventstore.RecordedEvent
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	poll.Until(10*time.Second, func() bool {
 		all = readLog(t, s)
-		if len(all) >= want || time.Now().After(deadline) {
-			break
-		}
-	}
+		return len(all) >= want
+	})
 	if len(all) != want {
 		t.Errorf("the log holds %d events, want %d", len(all), want)
 	}
@@ -493,13 +492,9 @@ func TestCarry(t *testing.T) {
 	if !s.pending.Load() || !s.armed.Load() {
 		t.Fatal("a commit without a NOTIFY is not watched")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for s.pending.Load() || s.armed.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("the notifier never announced the commit")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Must(t, 5*time.Second, "the notifier announces the commit", func() bool {
+		return !s.pending.Load() && !s.armed.Load()
+	})
 	time.Sleep(notifyInterval)
 	if ok, payload, _ := s.carry([]string{"class.created"}); !ok || payload != "class.created" {
 		t.Fatalf("no NOTIFY carried once notifyInterval has passed, or one naming announced types: %v %q", ok, payload)

@@ -1,0 +1,224 @@
+package api_test
+
+// Requests that go wrong on the wire: bodies cut short, bodies too slow,
+// bodies too large for a client that writes before it reads, and clients that
+// go away. Each is the client's doing: a 4xx (or nginx's 499 in the log),
+// never a 5xx, and never logged as an ERROR.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"lectern/pgtest"
+	"lectern/poll"
+)
+
+// rawRequest writes head and body on a fresh connection to addr, closes its
+// writing side when closeWrite, and reads the answer.
+func rawRequest(t *testing.T, addr, head string, body []byte, closeWrite bool) (*http.Response, []byte) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, head); err != nil {
+		t.Fatalf("writing the head: %v", err)
+	}
+	if _, err := conn.Write(body); err != nil {
+		t.Fatalf("writing the body (the server reset the connection?): %v", err)
+	}
+	if closeWrite {
+		if err := conn.(*net.TCPConn).CloseWrite(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer's body: %v", err)
+	}
+	return resp, raw
+}
+
+func wantRawDetail(t *testing.T, resp *http.Response, raw []byte, status int, detail string) {
+	t.Helper()
+	var got struct{ Detail string }
+	if resp.StatusCode != status || json.Unmarshal(raw, &got) != nil || got.Detail != detail {
+		t.Errorf("got %d %s, want %d {\"detail\":%q}", resp.StatusCode, raw, status, detail)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q", ct)
+	}
+}
+
+// noErrorLogged checks that nothing about the request was logged at ERROR.
+func noErrorLogged(t *testing.T, e *env, requestID string) {
+	t.Helper()
+	for _, line := range e.logs.of(requestID) {
+		if strings.Contains(line, `"level":"ERROR"`) {
+			t.Errorf("logged as a server error: %s", line)
+		}
+	}
+}
+
+func TestTruncatedBody(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	id := uuid.NewString()
+	body := `{"name":"cut","system_prompt":"sh`
+	head := fmt.Sprintf("POST /agents HTTP/1.1\r\nHost: lectern\r\nAuthorization: Bearer %s\r\nX-Request-ID: %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Access, id, len(body)+100)
+	resp, raw := rawRequest(t, strings.TrimPrefix(e.srv.URL, "http://"), head, []byte(body), true)
+	wantRawDetail(t, resp, raw, http.StatusBadRequest, "The request body could not be read: it ended before its announced length")
+	noErrorLogged(t, e, id)
+	wantBody(t, e.do(t, "GET", "/agents", nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
+}
+
+// A body that stops arriving is cut at the server's read timeout with a 408
+// (lectern serve's is 30 s; this server's is short).
+func TestSlowBody(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	srv := httptest.NewUnstartedServer(e.svc.Handler)
+	srv.Config.ReadTimeout = 300 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	id := uuid.NewString()
+	head := fmt.Sprintf("POST /agents HTTP/1.1\r\nHost: lectern\r\nAuthorization: Bearer %s\r\nX-Request-ID: %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n", u.Access, id)
+	// The connection stays open, its body a third written: the server must
+	// answer by itself.
+	resp, raw := rawRequest(t, strings.TrimPrefix(srv.URL, "http://"), head, []byte(`{"name":"slow",`), false)
+	wantRawDetail(t, resp, raw, http.StatusRequestTimeout, "The request body did not arrive in time")
+	noErrorLogged(t, e, id)
+}
+
+// A client that writes its whole request before it reads (Python's urllib
+// and requests do) sees the 413, whether or not it announced the length.
+// The body is 6 MiB, more than loopback's socket buffers hold (they swallow
+// the 2 MiB that reset a client over a real network).
+func TestBodyTooLargeForAClientThatWritesFirst(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	big := []byte(`{"name":"a","system_prompt":"` + strings.Repeat("x", 6<<20) + `"}`)
+	addr := strings.TrimPrefix(e.srv.URL, "http://")
+
+	t.Run("with Content-Length", func(t *testing.T) {
+		head := fmt.Sprintf("POST /agents HTTP/1.1\r\nHost: lectern\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Access, len(big))
+		resp, raw := rawRequest(t, addr, head, big, false)
+		wantRawDetail(t, resp, raw, http.StatusRequestEntityTooLarge, "Request body too large")
+	})
+	t.Run("chunked", func(t *testing.T) {
+		head := fmt.Sprintf("POST /agents HTTP/1.1\r\nHost: lectern\r\nAuthorization: Bearer %s\r\n"+
+			"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n", u.Access)
+		var chunked strings.Builder
+		for rest := big; len(rest) > 0; {
+			n := min(len(rest), 64<<10)
+			fmt.Fprintf(&chunked, "%x\r\n%s\r\n", n, rest[:n])
+			rest = rest[n:]
+		}
+		chunked.WriteString("0\r\n\r\n")
+		resp, raw := rawRequest(t, addr, head, []byte(chunked.String()), false)
+		wantRawDetail(t, resp, raw, http.StatusRequestEntityTooLarge, "Request body too large")
+	})
+	wantBody(t, e.do(t, "GET", "/agents", nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
+}
+
+// sendAndLeave sends a request and closes the connection as soon as the
+// request is written, as a client that stops (a load run ending) does.
+func sendAndLeave(t *testing.T, e *env, method, path, body, token string, headers ...string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
+	})
+	var reader io.Reader
+	if body != "" {
+		reader = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, e.srv.URL+path, reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	// A fresh connection, so that closing it is the client's leaving.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	if resp, err := client.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("%s %s answered %d before the client left", method, path, resp.StatusCode)
+	}
+}
+
+// accessLine waits for the request's access-log line.
+func accessLine(t *testing.T, e *env, requestID string) map[string]any {
+	t.Helper()
+	var found map[string]any
+	poll.Must(t, pgtest.ConsistencyWait+5*time.Second, "an access-log line for request "+requestID, func() bool {
+		for _, line := range e.logs.of(requestID) {
+			var m map[string]any
+			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "http" {
+				found = m
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func TestClientThatGoesAway(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+
+	t.Run("a read is logged as 499, not as a server error", func(t *testing.T) {
+		id := uuid.NewString()
+		// The read waits for a position the log has not reached: the client
+		// leaves meanwhile.
+		sendAndLeave(t, e, "GET", "/agents", "", u.Access, "X-Request-ID", id, "X-Min-Position", "18446744073709551615-0")
+		line := accessLine(t, e, id)
+		if line["status"] != float64(499) {
+			t.Errorf("logged %v, want status 499", line)
+		}
+		noErrorLogged(t, e, id)
+	})
+	t.Run("a write carried to its end", func(t *testing.T) {
+		id := uuid.NewString()
+		sendAndLeave(t, e, "POST", "/agents", `{"name":"left behind","system_prompt":"p"}`, u.Access, "X-Request-ID", id)
+		line := accessLine(t, e, id)
+		if line["status"] != float64(http.StatusCreated) {
+			t.Errorf("logged %v, want the write's 201", line)
+		}
+		noErrorLogged(t, e, id)
+		res := e.do(t, "GET", "/agents", nil, u.Access)
+		if !strings.Contains(string(res.Body), `"name":"left behind"`) {
+			t.Errorf("the agent whose client left is not there: %s", res)
+		}
+	})
+}

@@ -1,0 +1,242 @@
+package api_test
+
+// Attacks on the rate limits of login and of joining a class, as a client
+// sees them. Every service here runs on a frozen clock the test moves.
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"lectern/commands"
+)
+
+const (
+	badLogin        = "Incorrect email or password"
+	tooManyFailures = "Too many failed attempts; try again later"
+	tooManyRequests = "Too many requests; try again later"
+	tooManyJoins    = "Too many failed attempts to join a class; try again later"
+)
+
+// wantLimited checks a 429 in the contract's shape with its Retry-After.
+func wantLimited(t testing.TB, res response, detail string, retryAfter time.Duration) {
+	t.Helper()
+	wantDetail(t, res, http.StatusTooManyRequests, detail)
+	wantHeader(t, res, "Retry-After", strconv.Itoa(int(retryAfter/time.Second)))
+}
+
+// The window-edge attack: five guesses ten seconds before a quarter-hour
+// edge and five ten seconds after it. Fixed windows let all ten through; a
+// sliding window refuses the second five, and the right password too, until
+// the first failure is 15 minutes old.
+func TestLoginWindowEdge(t *testing.T) {
+	t.Parallel()
+	edge := time.Now().UTC().Truncate(15 * time.Minute).Add(15 * time.Minute)
+	clk := newClock(edge.Add(-10 * time.Second))
+	e := newEnv(t, envConfig{now: clk.Now})
+	u := e.signUp(t)
+	for i := 1; i <= 5; i++ {
+		wantDetail(t, login(t, e, u.Email, fmt.Sprintf("guess %d", i)), http.StatusUnauthorized, badLogin)
+	}
+	clk.Advance(20 * time.Second)
+	for i := 6; i <= 10; i++ {
+		wantLimited(t, login(t, e, u.Email, fmt.Sprintf("guess %d", i)), tooManyFailures, 15*time.Minute-20*time.Second)
+	}
+	clk.Advance(15*time.Minute - 20*time.Second - time.Second)
+	wantLimited(t, login(t, e, u.Email, u.Password), tooManyFailures, time.Second)
+	clk.Advance(time.Second)
+	wantStatus(t, login(t, e, u.Email, u.Password), http.StatusOK)
+}
+
+// Concurrent guesses cannot slip past the count: failures are counted
+// before the password is checked.
+func TestLoginConcurrentGuesses(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{now: newClock(time.Now()).Now})
+	u := e.signUp(t)
+	results := concurrently(30, func(i int) response { return login(t, e, u.Email, fmt.Sprintf("guess %d", i)) })
+	count := map[int]int{}
+	for _, res := range results {
+		count[res.Status]++
+		if res.Status == http.StatusTooManyRequests {
+			wantLimited(t, res, tooManyFailures, 15*time.Minute)
+		}
+	}
+	if count[http.StatusUnauthorized] != 5 || count[http.StatusTooManyRequests] != 25 {
+		t.Errorf("30 concurrent guesses: %v, want 5 401s and 25 429s", count)
+	}
+}
+
+// The lockout attack: a third party fails 100 times at the owner's account
+// from another address. The owner still logs in from theirs, and their own
+// typo is a plain 401.
+func TestLoginLockoutFromAnotherAddress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{now: newClock(time.Now()).Now})
+	owner := e.signUp(t)
+	attacker := e.from(t)
+	for i := 1; i <= 100; i++ {
+		res := login(t, attacker, owner.Email, fmt.Sprintf("guess %d", i))
+		if i <= 5 {
+			wantDetail(t, res, http.StatusUnauthorized, badLogin)
+		} else {
+			wantLimited(t, res, tooManyFailures, 15*time.Minute)
+		}
+	}
+	wantDetail(t, login(t, e, owner.Email, "a typo"), http.StatusUnauthorized, badLogin)
+	wantStatus(t, login(t, e, owner.Email, owner.Password), http.StatusOK)
+	// The attacker's address stays refused, right password or not.
+	wantLimited(t, login(t, attacker, owner.Email, owner.Password), tooManyFailures, 15*time.Minute)
+}
+
+// The account-wide bound: guesses from many addresses stop at 50 failures
+// an hour. A fresh address is then refused, the owner's own (one they
+// logged in from before) is not.
+func TestLoginAccountBound(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now})
+	owner := e.signUp(t)
+	wantStatus(t, login(t, e, owner.Email, owner.Password), http.StatusOK) // e's address is now known
+	bound := commands.DefaultLimits.AccountFailures.N
+	failures := 0
+	for range bound/5 + 1 {
+		clk.Advance(time.Second)
+		bot := e.from(t)
+		for i := range 5 {
+			res := login(t, bot, owner.Email, fmt.Sprintf("guess %d", i))
+			if res.Status == http.StatusUnauthorized {
+				failures++
+				continue
+			}
+			// The first guess past the bound, an hour after the first failure.
+			wantLimited(t, res, tooManyFailures, time.Hour-time.Duration(bound/5)*time.Second)
+		}
+	}
+	if failures != bound {
+		t.Errorf("%d failures from %d addresses, want the bound, %d", failures, bound/5+1, bound)
+	}
+	// The owner, from a new place, waits like everyone else...
+	wantLimited(t, login(t, e.from(t), owner.Email, owner.Password), tooManyFailures, time.Hour-time.Duration(bound/5)*time.Second)
+	// ...but from the address they logged in from, they get in,
+	wantStatus(t, login(t, e, owner.Email, owner.Password), http.StatusOK)
+	// and that address still has only its own five guesses.
+	for i := 1; i <= 5; i++ {
+		wantDetail(t, login(t, e, owner.Email, "a typo"), http.StatusUnauthorized, badLogin)
+	}
+	wantLimited(t, login(t, e, owner.Email, owner.Password), tooManyFailures, 15*time.Minute)
+	// The bound slides: an hour after the first failure, a new address gets in.
+	clk.Advance(time.Hour - time.Duration(bound/5)*time.Second)
+	wantStatus(t, login(t, e.from(t), owner.Email, owner.Password), http.StatusOK)
+}
+
+// Login, send-code and verify-code each allow AddressLimit attempts a
+// minute from one address: a token bucket, refilled one every 60/N s.
+func TestAddressLimit(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now, addressLimit: 4})
+	for i := 1; i <= 4; i++ {
+		wantStatus(t, login(t, e, uniqueEmail(), "whatever"), http.StatusUnauthorized)
+	}
+	wantLimited(t, login(t, e, uniqueEmail(), "whatever"), tooManyRequests, 15*time.Second)
+	clk.Advance(15 * time.Second)
+	wantStatus(t, login(t, e, uniqueEmail(), "whatever"), http.StatusUnauthorized)
+	wantLimited(t, login(t, e, uniqueEmail(), "whatever"), tooManyRequests, 15*time.Second)
+	// Another address has a bucket of its own.
+	wantStatus(t, login(t, e.from(t), uniqueEmail(), "whatever"), http.StatusUnauthorized)
+}
+
+// joinEnv is a service on a frozen clock with a school, a class and its
+// student invite code.
+func joinEnv(t *testing.T, cfg envConfig) (e *env, clk *clock, code string) {
+	t.Helper()
+	clk = newClock(time.Now())
+	cfg.now = clk.Now
+	e = newEnv(t, cfg)
+	s := openSchool(t, e)
+	created := e.createClass(t, s, `{"name":"Guessing","capacity":100}`)
+	return e, clk, inviteCodes(t, created)["student"]["code"].(string)
+}
+
+// guess is an invite code that does not exist.
+func guess(i int) string { return fmt.Sprintf("ZZ%06d", i) }
+
+// Guessing invite codes at full speed: 50 concurrent guesses of one user,
+// of which the first ten are answered and the rest refused.
+func TestJoinGuessingAtSpeed(t *testing.T) {
+	t.Parallel()
+	e, _, _ := joinEnv(t, envConfig{})
+	guesser := e.signUp(t)
+	results := concurrently(50, func(i int) response { return e.join(t, guesser, guess(i)) })
+	count := map[int]int{}
+	for _, res := range results {
+		count[res.Status]++
+		switch res.Status {
+		case http.StatusNotFound:
+			wantDetail(t, res, http.StatusNotFound, "Invite code not found")
+		case http.StatusTooManyRequests:
+			wantLimited(t, res, tooManyRequests, 6*time.Second) // 10 a minute: one every 6 s
+		}
+	}
+	if count[http.StatusNotFound] != 10 || count[http.StatusTooManyRequests] != 40 {
+		t.Errorf("50 concurrent guesses: %v, want 10 404s and 40 429s", count)
+	}
+}
+
+// Failed joins lock the user's joins: ten an hour, then 429, even with a
+// valid code, until the oldest failure is an hour old. A join that works
+// is not a failure.
+func TestJoinFailureLockout(t *testing.T) {
+	t.Parallel()
+	e, clk, code := joinEnv(t, envConfig{})
+	guesser := e.signUp(t)
+	for i := range 9 {
+		wantDetail(t, e.join(t, guesser, guess(i)), http.StatusNotFound, "Invite code not found")
+	}
+	clk.Advance(time.Minute) // a full token bucket again
+	wantStatus(t, e.join(t, guesser, code), http.StatusCreated)
+	wantDetail(t, e.join(t, guesser, guess(9)), http.StatusNotFound, "Invite code not found")
+	clk.Advance(time.Minute)
+	// The first failure was two minutes ago.
+	for i := 10; i < 15; i++ {
+		wantLimited(t, e.join(t, guesser, guess(i)), tooManyJoins, time.Hour-2*time.Minute)
+	}
+	other := e.createClass(t, openSchool(t, e), `{"name":"Another"}`)
+	otherCode := inviteCodes(t, other)["student"]["code"].(string)
+	wantLimited(t, e.join(t, guesser, otherCode), tooManyJoins, time.Hour-2*time.Minute)
+	// Another user is not locked.
+	wantStatus(t, e.join(t, e.signUp(t), otherCode), http.StatusCreated)
+
+	clk.Advance(time.Hour - 2*time.Minute)
+	guesser.Access = str(t, login(t, e, guesser.Email, guesser.Password), "access_token") // an hour on, a fresh token
+	wantStatus(t, e.join(t, guesser, otherCode), http.StatusCreated)
+}
+
+// Joins per client address: many users at one address share its bucket
+// (here at the default limit; the harness lifts it for other tests).
+func TestJoinAddressLimit(t *testing.T) {
+	t.Parallel()
+	limit := commands.DefaultLimits.JoinAddress
+	e, _, _ := joinEnv(t, envConfig{addressLimit: limit.N})
+	guessers := make([]user, limit.N/commands.DefaultLimits.JoinUser.N+1)
+	for i := range guessers {
+		guessers[i] = e.signUp(t)
+	}
+	n := 0
+	for _, g := range guessers {
+		for range commands.DefaultLimits.JoinUser.N {
+			res := e.join(t, g, guess(n))
+			n++
+			if n <= limit.N {
+				wantStatus(t, res, http.StatusNotFound)
+			} else {
+				wantLimited(t, res, tooManyRequests, limit.Per/time.Duration(limit.N))
+			}
+		}
+	}
+	// Another address is not held back.
+	wantStatus(t, e.from(t).join(t, e.signUp(t), guess(n)), http.StatusNotFound)
+}

@@ -1,0 +1,136 @@
+// Package janitor purges the operational tables that only grow otherwise:
+// expired e-mail codes and refresh tokens, day-old idempotency keys and
+// idle rate-limit buckets.
+package janitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"lectern/ratelimit"
+)
+
+// Defaults.
+const (
+	DefaultEvery = 10 * time.Minute
+	// BatchSize bounds one DELETE, so that no purge holds a long
+	// transaction (the cluster's log horizon waits for it).
+	BatchSize = 10_000
+	// IdempotencyTTL is how long an Idempotency-Key is kept (DESIGN §3).
+	IdempotencyTTL = 24 * time.Hour
+)
+
+// Janitor purges on a schedule.
+type Janitor struct {
+	db      *pgxpool.Pool
+	limiter *ratelimit.Limiter
+	now     func() time.Time
+	logger  *slog.Logger
+	deleted *prometheus.CounterVec
+	runs    prometheus.Gauge
+	// Every is the time between runs (default DefaultEvery).
+	Every time.Duration
+}
+
+// New returns a janitor. reg, if set, gets lectern_janitor_deleted_rows_total
+// {table} and lectern_janitor_last_run_timestamp_seconds.
+func New(db *pgxpool.Pool, limiter *ratelimit.Limiter, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Janitor, error) {
+	var err error
+	if db == nil {
+		err = errors.Join(err, errors.New("janitor: nil pool"))
+	}
+	if limiter == nil {
+		err = errors.Join(err, errors.New("janitor: nil limiter"))
+	}
+	if logger == nil {
+		err = errors.Join(err, errors.New("janitor: nil logger"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	j := &Janitor{db: db, limiter: limiter, now: now, logger: logger, Every: DefaultEvery,
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lectern_janitor_deleted_rows_total",
+			Help: "Rows the janitor purged, by table."}, []string{"table"}),
+		runs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lectern_janitor_last_run_timestamp_seconds",
+			Help: "When the janitor last finished a run (Unix time)."}),
+	}
+	if reg != nil {
+		if err := reg.Register(j.deleted); err != nil {
+			return nil, err
+		}
+		if err := reg.Register(j.runs); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+// purges are the tables and what in them has had its day. $1 is now.
+var purges = []struct{ table, where string }{
+	{"email_codes", "expires_at < $1"},
+	// A refresh token past its expiry is refused anyway; its family's
+	// revocation outlives every access token it could concern (15 minutes).
+	{"refresh_tokens", "expires_at < $1"},
+	{"idempotency_keys", "created_at < $1::timestamptz - interval '24 hours'"},
+}
+
+// RunOnce purges every table once and returns how many rows went from each.
+func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
+	now := j.now()
+	out := map[string]int64{}
+	for _, p := range purges {
+		for {
+			tag, err := j.db.Exec(ctx, fmt.Sprintf(
+				`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d)`, p.table, p.where, BatchSize), now)
+			if err != nil {
+				return out, fmt.Errorf("janitor: purge %s: %w", p.table, err)
+			}
+			out[p.table] += tag.RowsAffected()
+			j.deleted.WithLabelValues(p.table).Add(float64(tag.RowsAffected()))
+			if tag.RowsAffected() < BatchSize {
+				break
+			}
+		}
+	}
+	if err := j.limiter.Prune(ctx, now); err != nil {
+		return out, err
+	}
+	j.runs.Set(float64(j.now().Unix()))
+	return out, nil
+}
+
+// Deleted is the counter of rows purged from table.
+func (j *Janitor) Deleted(table string) prometheus.Counter { return j.deleted.WithLabelValues(table) }
+
+// Run purges every Every until ctx ends. A failed run is logged and tried
+// again at the next tick.
+func (j *Janitor) Run(ctx context.Context) {
+	every := j.Every
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		deleted, err := j.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			j.logger.Warn("janitor run failed", "error", err)
+			continue
+		}
+		j.logger.Info("janitor run", "deleted", deleted)
+	}
+}

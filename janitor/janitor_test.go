@@ -1,0 +1,111 @@
+package janitor_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"lectern/janitor"
+	"lectern/pgtest"
+	"lectern/poll"
+	"lectern/ratelimit"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Cleanup()
+	os.Exit(code)
+}
+
+// One run deletes exactly what has had its day, in every table, and counts it.
+func TestRunOncePurgesWhatExpired(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Pool(t)
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := db.Exec(ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, expires := range []time.Time{now.Add(-time.Minute), now.Add(time.Minute)} {
+		exec(`INSERT INTO email_codes (token, email, code_hash, expires_at) VALUES ($1, 'a@example.com', 'h', $2)`, []string{"old", "fresh"}[i], expires)
+		exec(`INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at) VALUES ($1, 1, $2, $3)`, []string{"old", "fresh"}[i], uuid.New(), expires)
+		exec(`INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, created_at) VALUES (1, $1, 'r', 201, '{}', '', $2)`,
+			[]string{"old", "fresh"}[i], expires.Add(-24*time.Hour))
+	}
+	exec(`INSERT INTO rate_buckets (bucket, tat, allowed) VALUES ('old', $1, true), ('fresh', $2, true)`, now.Add(-time.Minute), now.Add(time.Minute))
+	exec(`INSERT INTO rate_windows (bucket, hits, idle_at, allowed) VALUES ('old', '{}', $1, true), ('fresh', '{}', $2, true)`, now.Add(-time.Minute), now.Add(time.Minute))
+
+	reg := prometheus.NewRegistry()
+	clock := func() time.Time { return now }
+	j, err := janitor.New(db, ratelimit.New(db, clock), clock, slog.New(slog.NewTextHandler(io.Discard, nil)), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := j.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int64{"email_codes": 1, "refresh_tokens": 1, "idempotency_keys": 1}, deleted); diff != "" {
+		t.Errorf("deleted (-want +got):\n%s", diff)
+	}
+	for _, table := range []string{"email_codes", "refresh_tokens", "idempotency_keys", "rate_buckets", "rate_windows"} {
+		key := map[string]string{"email_codes": "token", "refresh_tokens": "token_hash", "idempotency_keys": "key",
+			"rate_buckets": "bucket", "rate_windows": "bucket"}[table]
+		var left []string
+		rows, err := db.Query(ctx, "SELECT "+key+" FROM "+table+" ORDER BY 1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				t.Fatal(err)
+			}
+			left = append(left, k)
+		}
+		if diff := cmp.Diff([]string{"fresh"}, left); diff != "" {
+			t.Errorf("%s after the run (-want +got):\n%s", table, diff)
+		}
+	}
+	if got := testutil.ToFloat64(j.Deleted("email_codes")); got != 1 {
+		t.Errorf("lectern_janitor_deleted_rows_total{table=email_codes} = %v", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "lectern_janitor_deleted_rows_total", "lectern_janitor_last_run_timestamp_seconds"); err != nil || n != 4 {
+		t.Errorf("%d series registered (%v), want 4", n, err)
+	}
+}
+
+// Run purges on its schedule until its context ends.
+func TestRunOnItsSchedule(t *testing.T) {
+	db := pgtest.Pool(t)
+	j, err := janitor.New(db, ratelimit.New(db, nil), nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Every = 10 * time.Millisecond
+	if _, err := db.Exec(context.Background(), `INSERT INTO email_codes (token, email, code_hash, expires_at) VALUES ('sched', 'a@example.com', 'h', now() - interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { j.Run(ctx); close(done) }()
+	poll.Must(t, 10*time.Second, "the scheduled run purges the expired code", func() bool {
+		var n int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM email_codes WHERE token = 'sched'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+	cancel()
+	<-done
+}
