@@ -12,6 +12,7 @@ import (
 
 	"lectern/api/validation"
 	"lectern/derrors"
+	"lectern/eventstore"
 	"lectern/knowledge"
 	"lectern/queries"
 )
@@ -131,6 +132,11 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		status, msg = http.StatusBadRequest, "Bad Request"
 	case errors.Is(err, derrors.ErrBadGateway):
 		status, msg = http.StatusBadGateway, "Bad Gateway"
+	case errors.Is(err, eventstore.ErrUnavailable):
+		// Nothing was acknowledged; the same request (with its
+		// Idempotency-Key, if any) can be sent again.
+		w.Header().Set("Retry-After", "1")
+		status, msg = http.StatusServiceUnavailable, "The event store is unavailable; retry in a moment"
 	}
 	if status < 500 && errors.As(err, &de) {
 		msg = de.Detail

@@ -20,6 +20,11 @@ var ErrWrongExpectedVersion = errors.New("eventstore: wrong expected version")
 // ErrInvalidPosition means a position cursor could not be parsed.
 var ErrInvalidPosition = errors.New("eventstore: invalid position")
 
+// ErrUnavailable means the store could not be reached or did not answer in
+// time; the same call may succeed later. An append that fails so may have
+// been written: retrying it with the same event ids is safe.
+var ErrUnavailable = errors.New("eventstore: unavailable")
+
 // Store appends to streams and reads streams and the global log.
 type Store interface {
 	// Append writes events at the end of stream if the stream is at the expected

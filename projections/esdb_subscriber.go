@@ -21,10 +21,17 @@ import (
 	"lectern/eventstore/postgres"
 )
 
+// Subscriptions opens subscriptions to $all: esdb.Store, which rebuilds its
+// client when the server was unreachable for long enough that the client gave
+// up, so that a resubscription after an outage succeeds.
+type Subscriptions interface {
+	SubscribeToAll(ctx context.Context, opts client.SubscribeToAllOptions) (*client.Subscription, error)
+}
+
 // ESDBSubscriberConfig configures an ESDBSubscriber.
 type ESDBSubscriberConfig struct {
-	// Client is the EventStoreDB client (esdb.Store.Client()).
-	Client *client.Client
+	// Store opens the subscriptions (an *esdb.Store).
+	Store Subscriptions
 	// Pool holds the projection's read models and esdb_checkpoints.
 	Pool *pgxpool.Pool
 	// ConsumerGroup names the projection; it keys its checkpoint row.
@@ -84,8 +91,8 @@ var _ message.Subscriber = (*ESDBSubscriber)(nil)
 
 // NewESDBSubscriber returns a subscriber; Subscribe starts it.
 func NewESDBSubscriber(cfg ESDBSubscriberConfig) (*ESDBSubscriber, error) {
-	if cfg.Client == nil || cfg.Pool == nil || cfg.ConsumerGroup == "" {
-		return nil, errors.New("projections: an EventStoreDB subscriber needs a client, a pool and a consumer group")
+	if cfg.Store == nil || cfg.Pool == nil || cfg.ConsumerGroup == "" {
+		return nil, errors.New("projections: an EventStoreDB subscriber needs a store, a pool and a consumer group")
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 100
@@ -111,9 +118,9 @@ func NewESDBSubscriber(cfg ESDBSubscriberConfig) (*ESDBSubscriber, error) {
 
 // ESDBSubscribers returns a constructor of one ESDBSubscriber per consumer
 // group, for the runner.
-func ESDBSubscribers(c *client.Client, pool *pgxpool.Pool, listener *Listener, logger *slog.Logger) func(group string) (message.Subscriber, error) {
+func ESDBSubscribers(store Subscriptions, pool *pgxpool.Pool, listener *Listener, logger *slog.Logger) func(group string) (message.Subscriber, error) {
 	return func(group string) (message.Subscriber, error) {
-		return NewESDBSubscriber(ESDBSubscriberConfig{Client: c, Pool: pool, ConsumerGroup: group, Listener: listener, Logger: logger})
+		return NewESDBSubscriber(ESDBSubscriberConfig{Store: store, Pool: pool, ConsumerGroup: group, Listener: listener, Logger: logger})
 	}
 }
 
@@ -227,7 +234,7 @@ func (s *ESDBSubscriber) consume(ctx context.Context, out chan<- *message.Messag
 	}
 	subCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub, err := s.cfg.Client.SubscribeToAll(subCtx, opts)
+	sub, err := s.cfg.Store.SubscribeToAll(subCtx, opts)
 	if err != nil {
 		return false, fmt.Errorf("subscribe to $all after %v: %w", from, err)
 	}

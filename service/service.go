@@ -116,7 +116,11 @@ type Service struct {
 	downPool            *pgxpool.Pool
 	closeStore          func()
 	janitor             *janitor.Janitor
+	pingStore           func(context.Context) error // EventStoreDB's; nil on the PostgreSQL store
 }
+
+// readyTimeout bounds each dependency's check in /readyz.
+const readyTimeout = 2 * time.Second
 
 // projectionPool is a pool for the projections whose commits do not wait for
 // the WAL flush: a read model lost in a crash loses its offset with it (one
@@ -270,7 +274,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	runner := projections.NewRunner(projPool, listener, registry, cfg.Logger, Projections()...)
 	if es != nil {
-		runner.Subscribers = projections.ESDBSubscribers(es.Client(), projPool, listener, cfg.Logger)
+		runner.Subscribers = projections.ESDBSubscribers(es, projPool, listener, cfg.Logger)
 	}
 	forwarder, err := downstream.New(downstream.Config{BrokerURL: cfg.BrokerURL, Topic: cfg.BrokerTopic, Retention: cfg.BrokerRetention, Logger: cfg.Logger})
 	if err != nil {
@@ -291,7 +295,7 @@ func New(cfg Config) (*Service, error) {
 		r := projections.NewRunner(downPool, listener, registry, cfg.Logger, forwarder.Projection())
 		r.Restarted = true // Forwarder.Run restarts it after a broker outage
 		if es != nil {
-			r.Subscribers = projections.ESDBSubscribers(es.Client(), downPool, listener, cfg.Logger)
+			r.Subscribers = projections.ESDBSubscribers(es, downPool, listener, cfg.Logger)
 		}
 		return r
 	}
@@ -303,6 +307,9 @@ func New(cfg Config) (*Service, error) {
 	m.RegisterProjections(metrics.Projections(statuses, lagDB))
 	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool,
 		projPool: projPool, downPool: downPool, closeStore: closeStore, Downstream: forwarder, newDownstreamRunner: newDownstreamRunner}
+	if es != nil {
+		s.pingStore = es.Ping
+	}
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
@@ -319,10 +326,18 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// ready: the database answers and no projection is stalled.
+// ready: the database and EventStoreDB (where it is the store) answer, each
+// within readyTimeout, and no projection is stalled.
 func (s *Service) ready(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	if err := s.pool.Ping(pctx); err != nil {
 		return errors.New("database unreachable")
+	}
+	if s.pingStore != nil {
+		if err := s.pingStore(pctx); err != nil {
+			return errors.New("event store unreachable")
+		}
 	}
 	var stalled []string
 	for _, st := range s.Runner.Statuses() {

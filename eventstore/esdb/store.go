@@ -29,8 +29,22 @@ const readAllLimit = 1000
 
 // Store is an eventstore.Store on EventStoreDB.
 type Store struct {
-	c *client.Client
+	conn *conn
+	// AppendRetryFor is how long an append is retried while the server is
+	// unreachable or times out, with the same event ids at the same expected
+	// revision (the server recognises a repeat); then it fails with
+	// eventstore.ErrUnavailable.
+	AppendRetryFor time.Duration
 }
+
+// Defaults of a Store.
+const (
+	DefaultAppendRetryFor = 2 * time.Second
+	// defaultDiscoverAttempts replaces the client's 10 (at 100 ms apart)
+	// when the connection string does not set maxDiscoverAttempts, so that a
+	// discovery of a server that is down ends within a third of a second.
+	defaultDiscoverAttempts = 3
+)
 
 var _ eventstore.Store = (*Store)(nil)
 
@@ -43,29 +57,48 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("esdb: connection string: %w", err)
 	}
+	if !strings.Contains(strings.ToLower(url), "maxdiscoverattempts=") {
+		cfg.MaxDiscoverAttempts = defaultDiscoverAttempts
+	}
 	// The client logs every failed call to stdout, including expected
 	// outcomes such as a wrong expected version; errors reach the caller anyway.
 	cfg.Logger = func(client.LogLevel, string, ...any) {}
-	c, err := client.NewClient(cfg)
+	s, err := New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("esdb: client: %w", err)
+		return nil, err
 	}
-	s := New(c)
 	if _, err := s.ReadStream(ctx, "lectern-connection-probe", eventstore.Backwards, 0, 1); err != nil {
-		_ = c.Close()
+		_ = s.Close()
 		return nil, fmt.Errorf("esdb: connect: %w", err)
 	}
 	return s, nil
 }
 
-// New wraps a client the caller configured; Close closes it.
-func New(c *client.Client) *Store { return &Store{c: c} }
+// New returns a Store on a configuration the caller built; it connects on
+// its first call.
+func New(cfg *client.Configuration) (*Store, error) {
+	o, err := newConn(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Store{conn: o, AppendRetryFor: DefaultAppendRetryFor}, nil
+}
 
 // Close closes the connection.
-func (s *Store) Close() error { return s.c.Close() }
+func (s *Store) Close() error { return s.conn.close() }
 
-// Client is the underlying client, for subscriptions.
-func (s *Store) Client() *client.Client { return s.c }
+// SubscribeToAll subscribes to $all on the current client (a new one after
+// the server was unreachable), honouring ctx while the client connects.
+func (s *Store) SubscribeToAll(ctx context.Context, opts client.SubscribeToAllOptions) (*client.Subscription, error) {
+	return call(ctx, s.conn, func(c *client.Client) (*client.Subscription, error) { return c.SubscribeToAll(ctx, opts) },
+		func(sub *client.Subscription) { _ = sub.Close() })
+}
+
+// Ping reads the head of $all within ctx: nil when the server answers.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.LogEnd(ctx)
+	return err
+}
 
 // storedMetadata is an event's user metadata as stored: Lectern's metadata
 // plus what EventStoreDB has no field for.
@@ -114,11 +147,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 			Metadata:    meta,
 		})
 	}
-	res, err := s.c.AppendToStream(ctx, stream, client.AppendToStreamOptions{ExpectedRevision: expectedRevision(expected)}, data...)
+	res, err := s.appendRetrying(ctx, stream, client.AppendToStreamOptions{ExpectedRevision: expectedRevision(expected)}, data)
 	if err != nil {
-		// esdb.FromError uses a type assertion, which a wrapped error defeats.
-		var esErr *client.Error
-		if errors.As(err, &esErr) && esErr.Code() == client.ErrorCodeWrongExpectedVersion {
+		if code, ok := errorCode(err); ok && code == client.ErrorCodeWrongExpectedVersion {
 			return eventstore.AppendResult{}, fmt.Errorf("esdb: append to %q expecting %v: %w (%w)", stream, expected, eventstore.ErrWrongExpectedVersion, err)
 		}
 		return eventstore.AppendResult{}, fmt.Errorf("esdb: append to %q: %w", stream, err)
@@ -141,6 +172,46 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	return out, nil
 }
 
+// appendRetrying appends, and appends again while the failure is transient
+// and AppendRetryFor has not passed. A repeat is safe: the events keep their
+// ids and the expected revision, so the server either writes them once or
+// recognises them as written (and answers with success).
+func (s *Store) appendRetrying(ctx context.Context, stream string, opts client.AppendToStreamOptions, data []client.EventData) (*client.WriteResult, error) {
+	deadline := time.Now().Add(s.AppendRetryFor)
+	wait := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithDeadline(ctx, deadline)
+		res, err := call(actx, s.conn, func(c *client.Client) (*client.WriteResult, error) {
+			return c.AppendToStream(actx, stream, opts, data...)
+		}, nil)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return res, err
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("%w: no answer within %v", eventstore.ErrUnavailable, s.AppendRetryFor)
+		}
+		if !transient(err) {
+			return nil, err
+		}
+		next := time.Now().Add(wait)
+		if ready := s.conn.readyAt(); ready.After(next) {
+			next = ready
+		}
+		if next.After(deadline) {
+			return nil, err
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
 // ReadStream reads up to limit events of stream from version from; a stream
 // that does not exist (or was deleted) reads as empty.
 func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {
@@ -156,10 +227,9 @@ func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Di
 	if limit > 0 {
 		count = uint64(limit)
 	}
-	out, err := s.read(ctx, func() (*client.ReadStream, error) { return s.c.ReadStream(ctx, stream, opts, count) }, nil)
+	out, err := s.read(ctx, func(c *client.Client) (*client.ReadStream, error) { return c.ReadStream(ctx, stream, opts, count) }, nil)
 	if err != nil {
-		var esErr *client.Error
-		if errors.As(err, &esErr) && esErr.Code() == client.ErrorCodeResourceNotFound {
+		if code, ok := errorCode(err); ok && code == client.ErrorCodeResourceNotFound {
 			return []eventstore.RecordedEvent{}, nil
 		}
 		return nil, fmt.Errorf("esdb: read stream %q: %w", stream, err)
@@ -186,8 +256,8 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 		floor := from
 		var seen uint64
 		var last eventstore.Position
-		page, err := s.read(ctx, func() (*client.ReadStream, error) {
-			return s.c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Forwards, From: start}, batch)
+		page, err := s.read(ctx, func(c *client.Client) (*client.ReadStream, error) {
+			return c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Forwards, From: start}, batch)
 		}, func(ev *client.RecordedEvent) bool {
 			seen++
 			p := eventstore.Position{Commit: ev.Position.Commit, Prepare: ev.Position.Prepare}
@@ -216,8 +286,8 @@ var _ eventstore.LogEnder = (*Store)(nil)
 func (s *Store) LogEnd(ctx context.Context) (eventstore.Position, error) {
 	var end eventstore.Position
 	// The last event may be a system event: only its position is wanted.
-	_, err := s.read(ctx, func() (*client.ReadStream, error) {
-		return s.c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Backwards, From: client.End{}}, 1)
+	_, err := s.read(ctx, func(c *client.Client) (*client.ReadStream, error) {
+		return c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Backwards, From: client.End{}}, 1)
 	}, func(ev *client.RecordedEvent) bool {
 		end = eventstore.Position{Commit: ev.Position.Commit, Prepare: ev.Position.Prepare + 1}
 		return false
@@ -229,8 +299,8 @@ func (s *Store) LogEnd(ctx context.Context) (eventstore.Position, error) {
 }
 
 // read drains a read, keeping the events keep accepts (nil: all).
-func (s *Store) read(ctx context.Context, open func() (*client.ReadStream, error), keep func(*client.RecordedEvent) bool) ([]eventstore.RecordedEvent, error) {
-	rs, err := open()
+func (s *Store) read(ctx context.Context, open func(*client.Client) (*client.ReadStream, error), keep func(*client.RecordedEvent) bool) ([]eventstore.RecordedEvent, error) {
+	rs, err := call(ctx, s.conn, open, func(rs *client.ReadStream) { rs.Close() })
 	if err != nil {
 		return nil, err
 	}
@@ -242,7 +312,7 @@ func (s *Store) read(ctx context.Context, open func() (*client.ReadStream, error
 			return out, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, classify(err)
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"lectern/eventstore/esdb"
 	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/storetest"
+	"lectern/poll"
 )
 
 func open(t *testing.T, url string) *esdb.Store {
@@ -138,5 +139,61 @@ func TestAppendOfNoEventsFails(t *testing.T) {
 	s := open(t, esdbfake.Start(t))
 	if _, err := s.Append(context.Background(), "e-1", eventstore.Any, nil); err == nil {
 		t.Fatal("append of no events succeeded")
+	}
+}
+
+// The official client gives up for good when the server has been away for a
+// discovery (a third of a second here); the store builds a new client, so
+// that calls fail with ErrUnavailable, within their context, while the
+// server is down, and succeed once it is back.
+func TestStoreOutlivesAnOutage(t *testing.T) {
+	srv, err := esdbfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	s := open(t, srv.URL())
+	ctx := context.Background()
+	if _, err := s.Append(ctx, "o-1", eventstore.NoStream, []eventstore.EventData{storetest.Event("a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+
+	for i := range 3 { // the first finds the connection broken, later ones a client that gave up
+		start := time.Now()
+		_, err := s.Append(ctx, "o-1", eventstore.Exact(1), []eventstore.EventData{storetest.Event("b", 2)})
+		if !errors.Is(err, eventstore.ErrUnavailable) {
+			t.Fatalf("append %d while down: %v, want ErrUnavailable", i, err)
+		}
+		if took := time.Since(start); took > s.AppendRetryFor+time.Second {
+			t.Errorf("append %d while down took %v (retrying for %v)", i, took, s.AppendRetryFor)
+		}
+		short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		start = time.Now()
+		_, err = s.ReadStream(short, "o-1", eventstore.Forwards, 1, 0)
+		cancel()
+		if err == nil {
+			t.Fatalf("read %d while down succeeded", i)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("read %d with a 100 ms context took %v", i, took)
+		}
+	}
+
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	var res eventstore.AppendResult
+	b := storetest.Event("b", 2)
+	poll.Must(t, 10*time.Second, "an append after the server is back", func() bool {
+		res, err = s.Append(ctx, "o-1", eventstore.Exact(1), []eventstore.EventData{b})
+		if err != nil && !errors.Is(err, eventstore.ErrUnavailable) {
+			t.Fatalf("append after the outage: %v", err)
+		}
+		return err == nil
+	})
+	got, err := s.ReadStream(ctx, "o-1", eventstore.Forwards, 1, 0)
+	if err != nil || len(got) != 2 || got[1].ID != b.ID || res.Version != 2 {
+		t.Fatalf("after the outage: %v events, %v; append %+v", len(got), err, res)
 	}
 }

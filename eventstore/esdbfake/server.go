@@ -12,6 +12,7 @@
 package esdbfake
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -30,10 +31,13 @@ import (
 
 // Server is a running fake EventStoreDB node on a 127.0.0.1 port.
 type Server struct {
-	lis  net.Listener
-	grpc *grpc.Server
+	addr string
 	db   *db
-	done chan struct{}
+
+	mu      sync.Mutex
+	grpc    *grpc.Server // nil while stopped
+	done    chan struct{}
+	stopped bool
 }
 
 // Start runs a fake server for the test and returns its connection string;
@@ -54,41 +58,84 @@ func New() (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("esdbfake: listen: %w", err)
 	}
-	s := &Server{
-		lis: lis,
-		// The client pings every 10 s by default (less when configured), with
-		// or without a call in flight; a stricter policy makes the server close
-		// the connection with ENHANCE_YOUR_CALM.
-		grpc: grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
-			MinTime:             time.Second,
-			PermitWithoutStream: true,
-		})),
-		db:   newDB(time.Now),
-		done: make(chan struct{}),
-	}
-	streams.RegisterStreamsServer(s.grpc, &streamsService{db: s.db})
-	serverfeatures.RegisterServerFeaturesServer(s.grpc, serverfeatures.UnimplementedServerFeaturesServer{})
-	port := uint32(lis.Addr().(*net.TCPAddr).Port)
-	gossip.RegisterGossipServer(s.grpc, &gossipService{port: port})
-	go func() {
-		defer close(s.done)
-		// Serve returns when Close stops the server.
-		_ = s.grpc.Serve(lis)
-	}()
+	s := &Server{addr: lis.Addr().String(), db: newDB(time.Now)}
+	s.serve(lis)
 	return s, nil
 }
 
+// serve starts a gRPC server on lis; the caller holds mu or owns s.
+func (s *Server) serve(lis net.Listener) {
+	// The client pings every 10 s by default (less when configured), with or
+	// without a call in flight; a stricter policy makes the server close the
+	// connection with ENHANCE_YOUR_CALM.
+	g := grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+		MinTime:             time.Second,
+		PermitWithoutStream: true,
+	}))
+	streams.RegisterStreamsServer(g, &streamsService{db: s.db})
+	serverfeatures.RegisterServerFeaturesServer(g, serverfeatures.UnimplementedServerFeaturesServer{})
+	port := uint32(lis.Addr().(*net.TCPAddr).Port)
+	gossip.RegisterGossipServer(g, &gossipService{port: port})
+	done := make(chan struct{})
+	s.grpc, s.done = g, done
+	go func() {
+		defer close(done)
+		// Serve returns when the server is stopped.
+		_ = g.Serve(lis)
+	}()
+}
+
 // Addr is the server's host:port.
-func (s *Server) Addr() string { return s.lis.Addr().String() }
+func (s *Server) Addr() string { return s.addr }
 
 // URL is the connection string for the client: esdb://127.0.0.1:port?tls=false.
 func (s *Server) URL() string { return "esdb://" + s.Addr() + "?tls=false" }
 
-// Close stops the server, ending open subscriptions.
-func (s *Server) Close() {
+// Stop takes the server down as a crash or an outage would: connections
+// drop, subscriptions end, the port refuses connections. What was written
+// stays, for Restart.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+}
+
+func (s *Server) stopLocked() {
+	if s.grpc == nil {
+		return
+	}
 	s.db.close()
 	s.grpc.Stop()
 	<-s.done
+	s.grpc = nil
+}
+
+// Restart serves again, on the same address, what the server held when it
+// stopped.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errors.New("esdbfake: closed")
+	}
+	if s.grpc != nil {
+		return nil
+	}
+	lis, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("esdbfake: listen again on %s: %w", s.addr, err)
+	}
+	s.db.reopen()
+	s.serve(lis)
+	return nil
+}
+
+// Close stops the server for good, ending open subscriptions.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	s.stopLocked()
 }
 
 // record is one event in the log.
@@ -192,6 +239,16 @@ func (d *db) close() {
 	if !d.closed {
 		d.closed = true
 		close(d.changed)
+	}
+}
+
+// reopen undoes close, for a restarted server.
+func (d *db) reopen() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		d.closed = false
+		d.changed = make(chan struct{})
 	}
 }
 

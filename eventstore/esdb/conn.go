@@ -1,0 +1,208 @@
+package esdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"lectern/eventstore"
+)
+
+// Backoff between rebuilds of a client whose server could not be reached.
+const (
+	minRebuildBackoff = 250 * time.Millisecond
+	maxRebuildBackoff = 2 * time.Second
+)
+
+// conn owns the EventStoreDB client. The official client gives up for good
+// when a discovery fails (the server was unreachable for about a second): its
+// connection goroutine sets a close flag and exits, and every later call
+// answers ConnectionClosed even once the server is back. conn builds a new
+// client when a call finds its client closed, and until the new one may try
+// again (a backoff that doubles while the server stays away) calls fail at
+// once with eventstore.ErrUnavailable instead of waiting on a discovery.
+//
+// A client that gave up is dropped, not closed: Close closes the channel
+// that callers which raced with the give-up may still be sending on, and a
+// send on a closed channel panics. What it holds (a gRPC connection that had
+// failed) is left to the garbage collector.
+type conn struct {
+	cfg *client.Configuration
+
+	mu        sync.Mutex
+	c         *client.Client
+	closed    bool
+	downUntil time.Time     // no call before this: a rebuilt client waits
+	backoff   time.Duration // the next wait after a failed discovery
+}
+
+func newConn(cfg *client.Configuration) (*conn, error) {
+	c, err := client.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("esdb: client: %w", err)
+	}
+	return &conn{cfg: cfg, c: c, backoff: minRebuildBackoff}, nil
+}
+
+// errDown is the answer while the server is known to be unreachable.
+var errDown = fmt.Errorf("esdb: the server was unreachable moments ago: %w", eventstore.ErrUnavailable)
+
+// client returns the current client, or errDown while a rebuilt client waits
+// out its backoff.
+func (o *conn) client() (*client.Client, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil, errors.New("esdb: store closed")
+	}
+	if time.Now().Before(o.downUntil) {
+		return nil, errDown
+	}
+	return o.c, nil
+}
+
+// readyAt is when the next call may be tried.
+func (o *conn) readyAt() time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.downUntil
+}
+
+// gaveUp: the call found its client closed, or was the call whose discovery
+// failed and closed it. The client reports the latter with the code of the
+// last failure (often Unknown), so its message is the only sign; a later
+// release that changes the message only delays the rebuild to the next call,
+// which finds the client closed.
+func gaveUp(err error) bool {
+	code, ok := errorCode(err)
+	return ok && (code == client.ErrorCodeConnectionClosed || strings.Contains(err.Error(), "maximum discovery attempt count reached"))
+}
+
+// observe updates the connection's state after a call on c: a client that
+// gave up is replaced (once, whichever caller comes first); any answer from
+// the server resets the backoff.
+func (o *conn) observe(c *client.Client, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if gaveUp(err) {
+		if o.closed || o.c != c {
+			return
+		}
+		next, nerr := client.NewClient(o.cfg)
+		if nerr != nil {
+			return // the configuration was valid when first used; keep the old one
+		}
+		o.c = next
+		o.downUntil = time.Now().Add(o.backoff)
+		o.backoff = min(2*o.backoff, maxRebuildBackoff)
+		return
+	}
+	if err == nil || !transient(err) {
+		o.backoff = minRebuildBackoff
+	}
+}
+
+func (o *conn) close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return nil
+	}
+	o.closed = true
+	return o.c.Close()
+}
+
+// callWait bounds the wait for the client to start a call (to return a
+// subscription or a read stream, or to finish an append).
+const callWait = 5 * time.Second
+
+// call runs f on the current client and honours ctx, and callWait, even
+// where the client does not: it waits for its connection without a context,
+// which during a discovery takes a while, and forever for a caller that
+// raced with a discovery that gave up (its request is sent on a channel
+// nobody reads any more). A call abandoned so finishes in the background, or
+// never; what it returns late is released with drop (nil: nothing to
+// release). An append abandoned so is safe to retry (same event ids).
+func call[T any](ctx context.Context, o *conn, f func(*client.Client) (T, error), drop func(T)) (T, error) {
+	var zero T
+	c, err := o.client()
+	if err != nil {
+		return zero, err
+	}
+	if err := ctx.Err(); err != nil {
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result) // unbuffered: a result nobody takes is dropped
+	abandoned := make(chan struct{})
+	go func() {
+		v, err := f(c)
+		o.observe(c, err)
+		select {
+		case done <- result{v, err}:
+		case <-abandoned:
+			if err == nil && drop != nil {
+				drop(v)
+			}
+		}
+	}()
+	t := time.NewTimer(callWait)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		return r.v, classify(r.err)
+	case <-ctx.Done():
+		close(abandoned)
+		return zero, ctx.Err()
+	case <-t.C:
+		close(abandoned)
+		return zero, fmt.Errorf("%w: esdb: no answer within %v", eventstore.ErrUnavailable, callWait)
+	}
+}
+
+// errorCode is the client's code of err, if it is a client error.
+func errorCode(err error) (client.ErrorCode, bool) {
+	// esdb.FromError uses a type assertion, which a wrapped error defeats.
+	var esErr *client.Error
+	if errors.As(err, &esErr) {
+		return esErr.Code(), true
+	}
+	return 0, false
+}
+
+// transient: the server could not be reached or did not answer in time; the
+// same call may succeed later.
+func transient(err error) bool {
+	if errors.Is(err, eventstore.ErrUnavailable) {
+		return true
+	}
+	code, ok := errorCode(err)
+	if !ok {
+		return false
+	}
+	if gaveUp(err) {
+		return true
+	}
+	switch code {
+	case client.ErrorCodeConnectionClosed, client.ErrorUnavailable, client.ErrorAborted, client.ErrorCodeDeadlineExceeded:
+		return true
+	}
+	return false
+}
+
+// classify marks transient failures as eventstore.ErrUnavailable, which the
+// HTTP edge answers with 503 and Retry-After.
+func classify(err error) error {
+	if err == nil || errors.Is(err, eventstore.ErrUnavailable) || !transient(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", eventstore.ErrUnavailable, err)
+}
