@@ -121,6 +121,10 @@ func (f *Forwarder) Projection() projections.Projection {
 	}}
 }
 
+// testHookBeforePublish, when set (by tests only), runs before each publish:
+// a slow or failing broker.
+var testHookBeforePublish func()
+
 func on[T events.Event](f *Forwarder) projections.GroupHandler {
 	return projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e T) error {
 		ce, err := Encode(m, e)
@@ -132,6 +136,9 @@ func on[T events.Event](f *Forwarder) projections.GroupHandler {
 			return err
 		}
 		msg.SetContext(ctx)
+		if testHookBeforePublish != nil {
+			testHookBeforePublish()
+		}
 		if err := f.pub.publish(ctx, tx, msg); err != nil {
 			return fmt.Errorf("publish %s %s to %s: %w", e.EventType(), m.EventID, f.topic, err)
 		}

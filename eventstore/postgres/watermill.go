@@ -115,6 +115,25 @@ func NewOffsets() Offsets {
 	}}
 }
 
+// NextOffsetQuery reads the group's offset under a transaction-scoped
+// advisory lock instead of the library's SELECT ... FOR UPDATE. A row lock
+// gives the poll's transaction an id at once, and an open transaction id
+// holds back pg_snapshot_xmin, the cluster-wide horizon below which every
+// projection reads: a poll that then waited (the forwarder on a slow broker)
+// stalled every read model of every database in the cluster. The advisory
+// lock serialises the consumers of a group as the row lock did, and a poll
+// takes a transaction id only when it writes (its handlers' rows, its ack).
+// With no offset row yet, the query still takes the lock and returns NULLs,
+// which SelectQuery reads as the start.
+func (Offsets) NextOffsetQuery(params wsql.NextOffsetQueryParams) (wsql.Query, error) {
+	return wsql.Query{
+		Query: `SELECT o.offset_acked, o.last_processed_transaction_id
+			FROM (SELECT pg_advisory_xact_lock(hashtextextended('lectern projection offsets ' || $1, 0))) AS locked
+			LEFT JOIN projection_offsets o ON o.consumer_group = $1`,
+		Args: []any{params.ConsumerGroup},
+	}, nil
+}
+
 // PositionsChannel is the NOTIFY channel of projection advances; the payload
 // is "<consumer group> <position>".
 const PositionsChannel = "lectern_positions"
