@@ -742,12 +742,16 @@ func (r *Replayer) follow(ctx context.Context, w *replayWorker, db interface {
 }
 
 // PostgresCheckpoints are the live consumers' offsets on the PostgreSQL
-// event store (projection_offsets, watermill-sql's offsets table, whose row
-// its subscriber locks at the start of every batch).
+// event store (projection_offsets, watermill-sql's offsets table; its
+// subscriber takes the group's advisory lock at the start of every batch,
+// postgres.LockOffset).
 type PostgresCheckpoints struct{}
 
 // Lock implements Checkpoints; a group without a row gets one at the start.
 func (PostgresCheckpoints) Lock(ctx context.Context, tx pgx.Tx, group string) (eventstore.Position, error) {
+	if err := postgres.LockOffset(ctx, tx, group); err != nil {
+		return eventstore.Position{}, err
+	}
 	var txid string
 	var offset int64
 	err := tx.QueryRow(ctx, `

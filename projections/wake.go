@@ -13,13 +13,13 @@ import (
 )
 
 // wakeBackoff decides, between two polls of a projection's subscriber, when
-// the next poll is worth its cost. watermill-sql's poll locks the group's
-// offsets row, so every poll is a write transaction with a transaction id,
-// and a running one holds the pg_snapshot_xmin horizon back for every other
-// group: polling on each wake-up would make the projections hold each other
-// up. So the subscriber polls only when a cheap read-only probe sees an event
-// the projection handles (see lookahead); events it does not handle are
-// skipped by moving its offset, without a poll.
+// the next poll is worth its cost. A poll is a transaction that locks its
+// group (postgres.LockOffset) and, when it applies events, takes a
+// transaction id, which holds the pg_snapshot_xmin horizon back for every
+// other group until it commits: polling on each wake-up would make the
+// projections hold each other up. So the subscriber polls only when a cheap
+// read-only probe sees an event the projection handles (see lookahead);
+// events it does not handle are skipped by moving its offset, without a poll.
 //
 // After a poll that read events, one that handles events announced
 // meanwhile polls again at once: under a steady stream of appends the probe

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,10 +129,21 @@ func NewOffsets() Offsets {
 func (Offsets) NextOffsetQuery(params wsql.NextOffsetQueryParams) (wsql.Query, error) {
 	return wsql.Query{
 		Query: `SELECT o.offset_acked, o.last_processed_transaction_id
-			FROM (SELECT pg_advisory_xact_lock(hashtextextended('lectern projection offsets ' || $1, 0))) AS locked
+			FROM (SELECT ` + offsetLock + `) AS locked
 			LEFT JOIN projection_offsets o ON o.consumer_group = $1`,
 		Args: []any{params.ConsumerGroup},
 	}, nil
+}
+
+// offsetLock takes the advisory lock of the group $1 until the transaction ends.
+const offsetLock = `pg_advisory_xact_lock(hashtextextended('lectern projection offsets ' || $1, 0))`
+
+// LockOffset takes, until tx ends, the lock every poll of group takes first
+// (NextOffsetQuery): a replay swapping a read model in holds it to keep the
+// live consumer out.
+func LockOffset(ctx context.Context, tx Querier, group string) error {
+	_, err := tx.Exec(ctx, `SELECT `+offsetLock, group)
+	return err
 }
 
 // PositionsChannel is the NOTIFY channel of projection advances; the payload
