@@ -399,10 +399,10 @@ func TestUploadBombRefused(t *testing.T) {
 	e := sharedEnv(t)
 	u := e.signUp(t)
 	res := e.uploadFile(t, u.Access, "bomb.pdf", "application/pdf", knowledgetest.BombPDF(25<<20), "")
-	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The PDF's pages decompress to more than 8388608 bytes")
+	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The PDF's pages decompress to more than 4194304 bytes")
 	// Text under the content cap but over the text cap.
 	res = e.uploadFile(t, u.Access, "big.pdf", "application/pdf", knowledgetest.BombPDF(3<<20), "")
-	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The document's text is over 2097152 bytes")
+	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The document's text is over 1048576 bytes")
 	wantBody(t, e.do(t, "GET", documentsPath, nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
 	var events int
 	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM knowledge_documents WHERE user_id = $1`, u.ID).Scan(&events); err != nil {
@@ -411,4 +411,18 @@ func TestUploadBombRefused(t *testing.T) {
 	if events != 0 {
 		t.Errorf("%d documents stored of refused uploads", events)
 	}
+}
+
+// A document whose event would exceed EventStoreDB's 1 MiB append is
+// refused with 413 on either store, and nothing of it is stored: a text full
+// of line separators (U+2028: three bytes in the request, escaped to six in
+// the event) fits the 1 MiB body but not the append.
+func TestUploadOverTheAppendLimit(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	res := e.do(t, "POST", documentsPath,
+		`{"title":"Lines","content":"`+strings.Repeat("x\u2028", 160000)+`"}`, u.Access)
+	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The change is too large to record: one write holds at most 1048576 bytes")
+	wantBody(t, e.do(t, "GET", documentsPath, nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -132,6 +133,9 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		status, msg = http.StatusBadRequest, "Bad Request"
 	case errors.Is(err, derrors.ErrBadGateway):
 		status, msg = http.StatusBadGateway, "Bad Gateway"
+	case errors.Is(err, eventstore.ErrAppendTooLarge):
+		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"The change is too large to record: one write holds at most %d bytes", eventstore.MaxAppendBytes)
 	case errors.Is(err, eventstore.ErrUnavailable):
 		// Nothing was acknowledged; the same request (with its
 		// Idempotency-Key, if any) can be sent again.

@@ -20,6 +20,31 @@ var ErrWrongExpectedVersion = errors.New("eventstore: wrong expected version")
 // ErrInvalidPosition means a position cursor could not be parsed.
 var ErrInvalidPosition = errors.New("eventstore: invalid position")
 
+// MaxAppendBytes is the most one append may carry, counted as EventStoreDB
+// counts it (RecordSize of each event, summed): its default maximum append
+// size, which 24.10 and 25.0 enforce (25.1 raised it). Both stores refuse
+// more, so that what one accepts the other does too.
+const MaxAppendBytes = 1 << 20
+
+// RecordSize is an event's share of an append: its data, its metadata as
+// stored, and twice its type's length.
+func RecordSize(eventType string, data, metadata []byte) int {
+	return len(data) + len(metadata) + 2*len(eventType)
+}
+
+// ErrAppendTooLarge means an append exceeded MaxAppendBytes; nothing was written.
+var ErrAppendTooLarge = errors.New("eventstore: append too large")
+
+// AppendTooLargeError is an ErrAppendTooLarge with the append's size.
+type AppendTooLargeError struct{ Size int }
+
+func (e *AppendTooLargeError) Error() string {
+	return fmt.Sprintf("eventstore: an append of %d bytes exceeds the %d-byte limit", e.Size, MaxAppendBytes)
+}
+
+// Unwrap lets errors.Is match ErrAppendTooLarge.
+func (e *AppendTooLargeError) Unwrap() error { return ErrAppendTooLarge }
+
 // ErrUnavailable means the store could not be reached or did not answer in
 // time; the same call may succeed later. An append that fails so may have
 // been written: retrying it with the same event ids is safe.

@@ -15,7 +15,8 @@ import (
 // ExtractLimits bound what extracting one document may cost: a small PDF
 // can inflate to gigabytes (a decompression bomb).
 type ExtractLimits struct {
-	// MaxTextBytes is the most text a document may hold (default 2 MiB).
+	// MaxTextBytes is the most text a document may hold (default 1 MiB: its
+	// text is recorded in one event, which EventStoreDB caps at 1 MiB).
 	MaxTextBytes int
 	// MaxContentBytes is the most decompressed page content a PDF may hold
 	// (default 4 × MaxTextBytes: content is text and the operators that
@@ -28,7 +29,7 @@ type ExtractLimits struct {
 }
 
 // DefaultExtractLimits are the limits when none are set.
-var DefaultExtractLimits = ExtractLimits{MaxTextBytes: 2 << 20, MaxChunks: 5000, Timeout: 10 * time.Second}
+var DefaultExtractLimits = ExtractLimits{MaxTextBytes: 1 << 20, MaxChunks: 5000, Timeout: 10 * time.Second}
 
 // WithDefaults fills the unset limits.
 func (l ExtractLimits) WithDefaults() ExtractLimits {

@@ -165,6 +165,8 @@ func (m *Metrics) EventsAppended(eventType string, n int) {
 type ProjectionStatus struct {
 	Name    string
 	Stalled bool
+	// Skipped counts the events it passed over (dead letters).
+	Skipped int64
 	// Lag is how many visible events of the log lie past the projection's
 	// committed position; negative: unknown (not exported).
 	Lag float64
@@ -181,15 +183,15 @@ type ProjectionSource func(ctx context.Context) ([]ProjectionStatus, error)
 const ScrapeTimeout = 5 * time.Second
 
 // RegisterProjections exports the statuses src reports on each scrape as
-// lectern_projection_stalled, lectern_projection_lag_events and
-// lectern_projection_lag_seconds. Only the first call registers.
+// lectern_projection_stalled, lectern_projection_lag_events,
+// lectern_projection_lag_seconds and lectern_projection_skipped_events_total. Only the first call registers.
 func (m *Metrics) RegisterProjections(src ProjectionSource) {
 	m.projOnce.Do(func() { m.registry.MustRegister(newProjectionCollector(src)) })
 }
 
 type projectionCollector struct {
-	src                         ProjectionSource
-	stalled, lagEvents, lagSecs *prometheus.Desc
+	src                                  ProjectionSource
+	stalled, lagEvents, lagSecs, skipped *prometheus.Desc
 }
 
 func newProjectionCollector(src ProjectionSource) *projectionCollector {
@@ -202,6 +204,8 @@ func newProjectionCollector(src ProjectionSource) *projectionCollector {
 			"Visible events of the log past the projection's committed position.", label, nil),
 		lagSecs: prometheus.NewDesc(namespace+"_projection_lag_seconds",
 			"Age of the oldest event the projection has not applied (0: caught up).", label, nil),
+		skipped: prometheus.NewDesc(namespace+"_projection_skipped_events_total",
+			"Events the projection passed over without applying them, by its policy or an operator's skip (dead letters).", label, nil),
 	}
 }
 
@@ -209,6 +213,7 @@ func (c *projectionCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.stalled
 	ch <- c.lagEvents
 	ch <- c.lagSecs
+	ch <- c.skipped
 }
 
 func (c *projectionCollector) Collect(ch chan<- prometheus.Metric) {
@@ -224,6 +229,7 @@ func (c *projectionCollector) Collect(ch chan<- prometheus.Metric) {
 			stalled = 1
 		}
 		ch <- prometheus.MustNewConstMetric(c.stalled, prometheus.GaugeValue, stalled, s.Name)
+		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(s.Skipped), s.Name)
 		if s.Lag >= 0 {
 			ch <- prometheus.MustNewConstMetric(c.lagEvents, prometheus.GaugeValue, s.Lag, s.Name)
 		}

@@ -87,7 +87,7 @@ func Projections(statuses func() []projections.Status, db Querier) ProjectionSou
 		out := make([]ProjectionStatus, len(sts))
 		names := make([]string, len(sts))
 		for i, s := range sts {
-			out[i] = ProjectionStatus{Name: s.Name, Stalled: s.Stalled, Lag: -1, LagSeconds: -1}
+			out[i] = ProjectionStatus{Name: s.Name, Stalled: s.Stalled, Skipped: s.Skipped, Lag: -1, LagSeconds: -1}
 			names[i] = s.Name
 		}
 		if db == nil || len(names) == 0 {

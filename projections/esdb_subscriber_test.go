@@ -72,7 +72,7 @@ func runESDB(t *testing.T, pool *pgxpool.Pool, l *Listener, url string, maxAttem
 	for _, h := range p.Handlers {
 		handled[marshaler{}.Name(h.NewEvent())] = true
 	}
-	router.AddMiddleware(r.attempts(p.Name, handled, closeRouter))
+	router.AddMiddleware(r.attempts(p.Name, p.OnPoison, handled, closeRouter))
 	newSub := ESDBSubscribers(store, pool, l, esdbQuiet)
 	processor, err := cqrs.NewEventGroupProcessorWithConfig(router, cqrs.EventGroupProcessorConfig{
 		GenerateSubscribeTopic: func(cqrs.EventGroupProcessorGenerateSubscribeTopicParams) (string, error) {

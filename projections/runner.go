@@ -34,6 +34,9 @@ type Projection struct {
 	// Loaders, if any, fold some of the handlers' event types for a replay's
 	// catch-up (see Loader); each call returns a new, empty loader.
 	Loaders []func() Loader
+	// OnPoison is what the projection does with an event it cannot apply
+	// (default StopOnPoison).
+	OnPoison PoisonPolicy
 }
 
 func txFrom(ctx context.Context) (pgx.Tx, error) {
@@ -112,6 +115,9 @@ type Status struct {
 	Stalled bool
 	Error   string
 	EventID string
+	// Skipped counts the events this process passed over (SkipPoison, or an
+	// operator's skip).
+	Skipped int64
 }
 
 // Runner runs every projection until its context ends.
@@ -131,20 +137,26 @@ type Runner struct {
 	AttemptTimeout time.Duration
 	// Subscribers, if set, replaces watermill-sql's subscriber (EventStoreDB).
 	Subscribers func(group string) (message.Subscriber, error)
+	// OperatorPoll is how often a projection stopped on a poison event
+	// looks for an operator's retry or skip of it.
+	OperatorPoll time.Duration
 	// Restarted says that whoever runs this runner restarts a stopped
 	// projection (the downstream forwarder after a broker outage): a stop is
 	// then logged as a warning, not as a poison event.
 	Restarted bool
 
-	mu     sync.Mutex
-	status map[string]*Status
+	mu       sync.Mutex
+	status   map[string]*Status
+	skipped  map[string]int64
+	retrying map[string]string // projection: the event an operator asked to retry
 }
 
 // NewRunner returns a runner of projections.
 func NewRunner(pool *pgxpool.Pool, listener *Listener, registry *events.Registry, logger *slog.Logger, projections ...Projection) *Runner {
 	return &Runner{
 		pool: pool, listener: listener, registry: registry, logger: logger, projections: projections,
-		MaxAttempts: 5, Fallback: 250 * time.Millisecond, AttemptTimeout: 10 * time.Second, status: map[string]*Status{},
+		MaxAttempts: 5, Fallback: 250 * time.Millisecond, AttemptTimeout: 10 * time.Second, OperatorPoll: time.Second,
+		status: map[string]*Status{}, skipped: map[string]int64{}, retrying: map[string]string{},
 	}
 }
 
@@ -154,11 +166,12 @@ func (r *Runner) Statuses() []Status {
 	defer r.mu.Unlock()
 	out := make([]Status, 0, len(r.projections))
 	for _, p := range r.projections {
+		st := Status{Name: p.Name}
 		if s, ok := r.status[p.Name]; ok {
-			out = append(out, *s)
-		} else {
-			out = append(out, Status{Name: p.Name})
+			st = *s
 		}
+		st.Skipped = r.skipped[p.Name]
+		out = append(out, st)
 	}
 	return out
 }
@@ -176,25 +189,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(r.projections))
 	for _, p := range r.projections {
-		router, stop, err := r.router(p)
-		if err != nil {
-			return err
-		}
-		wg.Add(2)
+		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := router.Run(context.WithoutCancel(ctx)); err != nil {
-				errs <- fmt.Errorf("projection %s: %w", p.Name, err)
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			select {
-			case <-ctx.Done():
-			case <-router.Running():
-				<-ctx.Done()
-			}
-			if err := stop(); err != nil {
+			if err := r.supervise(ctx, p); err != nil {
 				errs <- fmt.Errorf("projection %s: %w", p.Name, err)
 			}
 		}()
@@ -208,9 +206,83 @@ func (r *Runner) Run(ctx context.Context) error {
 	return all
 }
 
+// supervise runs p's router until ctx ends. When the router stops on a
+// poison event, it waits for an operator's retry or skip of that event and
+// starts it again (unless Restarted: the caller restarts it).
+func (r *Runner) supervise(ctx context.Context, p Projection) error {
+	for {
+		router, stop, err := r.router(p)
+		if err != nil {
+			return err
+		}
+		ran := make(chan error, 1)
+		go func() { ran <- router.Run(context.WithoutCancel(ctx)) }()
+		select {
+		case <-ctx.Done():
+			serr := stop()
+			return errors.Join(<-ran, serr)
+		case err := <-ran:
+			if serr := stop(); err == nil {
+				err = serr
+			}
+			st, stalled := r.stalledOn(p.Name)
+			if !stalled || r.Restarted || ctx.Err() != nil {
+				return err
+			}
+			action, werr := r.awaitOperator(ctx, p.Name, st.EventID)
+			if werr != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return werr
+			}
+			r.mu.Lock()
+			delete(r.status, p.Name)
+			if action == DeadLetterRetry {
+				r.retrying[p.Name] = st.EventID
+			}
+			r.mu.Unlock()
+			r.logger.Info("projection restarting at the operator's request", "projection", p.Name, "event_id", st.EventID, "action", action)
+		}
+	}
+}
+
+// stalledOn is the projection's status if it stopped on a poison event.
+func (r *Runner) stalledOn(name string) (Status, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, ok := r.status[name]
+	if !ok || !st.Stalled {
+		return Status{}, false
+	}
+	return *st, true
+}
+
+// awaitOperator polls the dead letter of eventID until an operator asks to
+// retry or skip it, and returns which.
+func (r *Runner) awaitOperator(ctx context.Context, name, eventID string) (string, error) {
+	t := time.NewTicker(r.OperatorPoll)
+	defer t.Stop()
+	for {
+		status, err := deadLetterStatus(ctx, r.pool, name, eventID)
+		if err != nil && ctx.Err() == nil {
+			r.logger.Warn("reading a dead letter", "projection", name, "event_id", eventID, "error", err)
+		}
+		if status == DeadLetterRetry || status == DeadLetterSkip {
+			return status, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // ensureOffsets gives every group its offsets row (at the start of the log,
-// as a missing row reads), so each poll locks it: a replay swapping tables
-// in (Replayer) relies on that lock to keep the live consumer out.
+// as a missing row reads), as watermill-sql does before subscribing. (Polls
+// and a replay's swap exclude each other with the group's advisory lock,
+// postgres.LockOffset, which needs no row.)
 func (r *Runner) ensureOffsets(ctx context.Context) error {
 	groups := make([]string, len(r.projections))
 	for i, p := range r.projections {
@@ -249,18 +321,19 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	if batchable(p) {
 		mode = &batchMode{}
 	}
-	var once sync.Once
 	var draining atomic.Pointer[drainingSubscriber]
-	stop := func() error {
-		once.Do(func() { close(closing) })
+	// Called by a stall and by the supervisor: once, and a second caller
+	// waits for the first.
+	stop := sync.OnceValue(func() error {
+		close(closing)
 		err := router.Close()
 		if d := draining.Load(); d != nil { // the router does not wait for it
 			err = errors.Join(err, d.Close())
 		}
 		unwake()
 		return err
-	}
-	router.AddMiddleware(r.attempts(p.Name, handled, stop))
+	})
+	router.AddMiddleware(r.attempts(p.Name, p.OnPoison, handled, stop))
 
 	processor, err := cqrs.NewEventGroupProcessorWithConfig(router, cqrs.EventGroupProcessorConfig{
 		GenerateSubscribeTopic: func(cqrs.EventGroupProcessorGenerateSubscribeTopicParams) (string, error) {
@@ -319,7 +392,7 @@ const pollBatch = 100
 // The savepoint goes with the handler's first statement (savepointTx), and
 // a successful event's savepoint is not released on its own: the next
 // event's releases it, and the commit releases the last.
-func (r *Runner) attempts(name string, handled map[string]bool, stop func() error) message.HandlerMiddleware {
+func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]bool, stop func() error) message.HandlerMiddleware {
 	var mu sync.Mutex
 	var open pgx.Tx // the batch transaction holding an unreleased savepoint
 	return func(h message.HandlerFunc) message.HandlerFunc {
@@ -361,6 +434,9 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 					open = tx
 				}
 				if herr == nil {
+					if err := r.retried(ctx, tx, name, msg); err != nil {
+						return nil, err
+					}
 					return out, nil
 				}
 				// An attempt that wrote nothing has nothing to undo; the
@@ -375,6 +451,13 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 					return nil, herr
 				}
 				if attempt >= r.MaxAttempts {
+					skip, err := r.poisoned(ctx, tx, name, policy, msg, herr, attempt)
+					if err != nil {
+						return nil, errors.Join(herr, err)
+					}
+					if skip {
+						return nil, nil // acked: the offset moves past it with its dead letter
+					}
 					r.stall(name, msg, herr)
 					go func() { _ = stop() }()
 					return nil, herr
@@ -389,6 +472,54 @@ func (r *Runner) attempts(name string, handled map[string]bool, stop func() erro
 			}
 		}
 	}
+}
+
+// poisoned records an event that failed attempts times as a dead letter and
+// says whether to pass over it: the projection's policy, or an operator's
+// skip. A skipped event's dead letter is written in the projection's
+// transaction (it commits with the offset that passes the event); a stop's
+// on its own, as the projection's transaction rolls back.
+func (r *Runner) poisoned(ctx context.Context, tx pgx.Tx, name string, policy PoisonPolicy, msg *message.Message, herr error, attempts int) (bool, error) {
+	if r.Restarted {
+		return false, nil // not a dead letter: the caller restarts it (the forwarder after a broker outage)
+	}
+	status, err := deadLetterStatus(ctx, tx, name, msg.UUID)
+	if err != nil {
+		return false, err
+	}
+	if policy == SkipPoison || status == DeadLetterSkip {
+		if err := recordDeadLetter(ctx, tx, name, msg, herr, attempts, DeadLetterSkipped); err != nil {
+			return false, err
+		}
+		r.mu.Lock()
+		r.skipped[name]++
+		delete(r.retrying, name)
+		r.mu.Unlock()
+		r.logger.Warn("projection skipped an event it could not apply", "projection", name, "event_id", msg.UUID,
+			"event_type", msg.Metadata.Get(postgres.MetaEventType), "stream_id", msg.Metadata.Get(postgres.MetaStreamID),
+			"position", msg.Metadata.Get(postgres.MetaPosition), "error", herr)
+		return true, nil
+	}
+	return false, recordDeadLetter(context.WithoutCancel(ctx), r.pool, name, msg, herr, attempts, DeadLetterStopped)
+}
+
+// retried marks the dead letter an operator asked to retry as resolved once
+// its event applies, in the projection's transaction.
+func (r *Runner) retried(ctx context.Context, tx pgx.Tx, name string, msg *message.Message) error {
+	r.mu.Lock()
+	id := r.retrying[name]
+	r.mu.Unlock()
+	if id == "" || id != msg.UUID {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE projection_dead_letters SET status = 'resolved', updated_at = now()
+		WHERE projection = $1 AND event_id::text = $2`, name, id); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.retrying, name)
+	r.mu.Unlock()
+	return nil
 }
 
 func (r *Runner) stall(name string, msg *message.Message, err error) {

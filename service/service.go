@@ -50,6 +50,10 @@ type Config struct {
 	Extract knowledge.ExtractLimits
 	// TrustedProxies is api.Deps.TrustedProxies.
 	TrustedProxies []netip.Prefix
+	// SkipPoison names the projections that pass over an event they cannot
+	// apply (recording it as a dead letter) instead of stopping at it
+	// (LECTERN_SKIP_POISON).
+	SkipPoison []string
 	// SkipSessionCheck is api.Deps.SkipSessionCheck: for the bench only.
 	SkipSessionCheck bool
 	// AddressLimit overrides the per-minute, per-client-address limits of
@@ -81,6 +85,15 @@ type Config struct {
 // Validate reports every problem at once.
 func (c Config) Validate() error {
 	var err error
+	known := map[string]bool{}
+	for _, p := range Projections() {
+		known[p.Name] = true
+	}
+	for _, name := range c.SkipPoison {
+		if !known[name] {
+			err = errors.Join(err, fmt.Errorf("LECTERN_SKIP_POISON: no projection is named %q", name))
+		}
+	}
 	if c.Pool == nil {
 		err = errors.Join(err, errors.New("no database pool"))
 	}
@@ -272,7 +285,13 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	runner := projections.NewRunner(projPool, listener, registry, cfg.Logger, Projections()...)
+	ps := Projections()
+	for i := range ps {
+		if slices.Contains(cfg.SkipPoison, ps[i].Name) {
+			ps[i].OnPoison = projections.SkipPoison
+		}
+	}
+	runner := projections.NewRunner(projPool, listener, registry, cfg.Logger, ps...)
 	if es != nil {
 		runner.Subscribers = projections.ESDBSubscribers(es, projPool, listener, cfg.Logger)
 	}
@@ -342,11 +361,11 @@ func (s *Service) ready(ctx context.Context) error {
 	var stalled []string
 	for _, st := range s.Runner.Statuses() {
 		if st.Stalled {
-			stalled = append(stalled, st.Name)
+			stalled = append(stalled, fmt.Sprintf("%s at event %s", st.Name, st.EventID))
 		}
 	}
 	if len(stalled) > 0 {
-		return fmt.Errorf("projections stalled: %s", strings.Join(stalled, ", "))
+		return fmt.Errorf("projections stalled: %s (lectern projections dead-letters list)", strings.Join(stalled, ", "))
 	}
 	return nil
 }

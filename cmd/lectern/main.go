@@ -44,7 +44,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd(), eventsCmd(), replayCmd())
+	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd(), eventsCmd(), replayCmd(), projectionsCmd())
 	return cmd
 }
 
@@ -63,12 +63,15 @@ type env struct {
 	// BrokerRetention: LECTERN_BROKER_RETENTION, a Go duration (default
 	// 168h; 0 keeps every published message).
 	BrokerRetention time.Duration
-	// Extract: LECTERN_MAX_EXTRACTED_BYTES (default 2 MiB of text per
+	// Extract: LECTERN_MAX_EXTRACTED_BYTES (default 1 MiB of text per
 	// document) and LECTERN_MAX_CHUNKS (default 5 000).
 	Extract knowledge.ExtractLimits
 	// TrustedProxies: LECTERN_TRUSTED_PROXIES, CIDRs or addresses of the
 	// proxies whose forwarding headers name the client (default none).
 	TrustedProxies []netip.Prefix
+	// SkipPoison: LECTERN_SKIP_POISON, projections that pass over an event
+	// they cannot apply instead of stopping.
+	SkipPoison []string
 }
 
 func readEnv() (env, error) {
@@ -111,6 +114,11 @@ func readEnv() (env, error) {
 			err = errors.Join(err, fmt.Errorf("LECTERN_MAX_EXTRACTED_BYTES %q: want a positive number of bytes", v))
 		}
 		e.Extract.MaxTextBytes = n
+	}
+	for _, name := range strings.Split(os.Getenv("LECTERN_SKIP_POISON"), ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			e.SkipPoison = append(e.SkipPoison, name)
+		}
 	}
 	proxies, perr := api.ParseTrustedProxies(os.Getenv("LECTERN_TRUSTED_PROXIES"))
 	err = errors.Join(err, perr)
@@ -204,7 +212,7 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
 		SkipSessionCheck: os.Getenv("LECTERN_BENCH_SKIP_SESSION_CHECK") == "1", TrustedProxies: e.TrustedProxies,
-		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention})
+		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

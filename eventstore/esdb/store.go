@@ -130,6 +130,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		return eventstore.AppendResult{}, errors.New("eventstore: append of no events")
 	}
 	data := make([]client.EventData, 0, len(events))
+	size := 0
 	for _, e := range events {
 		meta, err := json.Marshal(storedMetadata{Metadata: e.Metadata, RecordedAt: e.RecordedAt.UTC(), SchemaVersion: e.SchemaVersion})
 		if err != nil {
@@ -139,6 +140,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		if len(payload) == 0 {
 			payload = []byte("null")
 		}
+		// Refused here as the server would refuse it (InvalidArgument),
+		// with a typed error and without a round trip.
+		size += eventstore.RecordSize(e.Type, payload, meta)
 		data = append(data, client.EventData{
 			EventID:     e.ID,
 			EventType:   e.Type,
@@ -146,6 +150,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 			Data:        payload,
 			Metadata:    meta,
 		})
+	}
+	if size > eventstore.MaxAppendBytes {
+		return eventstore.AppendResult{}, fmt.Errorf("esdb: append to %q: %w", stream, &eventstore.AppendTooLargeError{Size: size})
 	}
 	res, err := s.appendRetrying(ctx, stream, client.AppendToStreamOptions{ExpectedRevision: expectedRevision(expected)}, data)
 	if err != nil {

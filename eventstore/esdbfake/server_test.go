@@ -379,3 +379,36 @@ func TestKeepaliveOptionsAccepted(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	appendN(t, c, "k-1", 1)
 }
+
+// As the real server (24.10, 25.0): an append is capped at 1 MiB counting
+// data, metadata and twice the type's length, summed over its events; past
+// it the answer is InvalidArgument and nothing is written.
+func TestMaximumAppendSize(t *testing.T) {
+	c := newClient(t, esdbfake.Start(t))
+	typ := "thing.sized" // 11 bytes, counted twice
+	event := func(data int) client.EventData {
+		return client.EventData{EventID: uuid.New(), EventType: typ, ContentType: client.ContentTypeBinary,
+			Data: make([]byte, data), Metadata: make([]byte, 100)}
+	}
+	exactly := esdbfake.MaxAppendSize - 100 - 2*len(typ)
+	if _, err := c.AppendToStream(ctx(t), "sized-1", client.AppendToStreamOptions{}, event(exactly)); err != nil {
+		t.Fatalf("an append of exactly the cap: %v", err)
+	}
+	for name, evs := range map[string][]client.EventData{
+		"one event a byte over": {event(exactly + 1)},
+		"two events together":   {event(exactly / 2), event(exactly / 2)},
+	} {
+		_, err := c.AppendToStream(ctx(t), "sized-2", client.AppendToStreamOptions{}, evs...)
+		var esErr *client.Error
+		if !errors.As(err, &esErr) || status.Code(errors.Unwrap(esErr)) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument", name, err)
+		}
+	}
+	rs, err := c.ReadStream(ctx(t), "sized-2", client.ReadStreamOptions{}, 10)
+	if err == nil {
+		defer rs.Close()
+		if ev, err := rs.Recv(); err == nil {
+			t.Errorf("a refused append wrote %v", ev.OriginalEvent().EventID)
+		}
+	}
+}

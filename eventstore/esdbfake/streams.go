@@ -63,6 +63,9 @@ func (e expectation) String() string {
 	return "-2"
 }
 
+// MaxAppendSize is the server's default maximum append size (24.10, 25.0).
+const MaxAppendSize = 1 << 20
+
 // proposed is an event as the client proposes it.
 type proposed struct {
 	id     uuid.UUID
@@ -94,6 +97,7 @@ func (s *streamsService) Append(srv streams.Streams_AppendServer) error {
 		exp = expectation{kind: expectExists}
 	}
 	var events []proposed
+	size := 0
 	for {
 		req, err := srv.Recv()
 		if errors.Is(err, io.EOF) {
@@ -115,6 +119,12 @@ func (s *streamsService) Append(srv streams.Streams_AppendServer) error {
 			if _, ok := pm.GetMetadata()[k]; !ok {
 				return status.Errorf(codes.InvalidArgument, "required metadata property %q is missing", k)
 			}
+		}
+		// As the server counts an append against its maximum append size
+		// (1 MiB by default): data, metadata and twice the type's length.
+		size += len(pm.GetData()) + len(pm.GetCustomMetadata()) + 2*len(pm.GetMetadata()["type"])
+		if size > MaxAppendSize {
+			return status.Errorf(codes.InvalidArgument, "Maximum Append Size of %d Exceeded.", MaxAppendSize)
 		}
 		events = append(events, proposed{id: id, meta: pm.GetMetadata(), custom: pm.GetCustomMetadata(), data: pm.GetData()})
 	}

@@ -362,6 +362,7 @@ func (s *Store) encode(evs []eventstore.EventData) (ids, data, metas, types []st
 	n := len(evs)
 	ids, data, metas, types = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	versions, recorded = make([]int32, n), make([]time.Time, n)
+	size := 0
 	for i, e := range evs {
 		if e.ID == uuid.Nil {
 			return nil, nil, nil, nil, nil, nil, errors.New("eventstore: event without id")
@@ -369,6 +370,9 @@ func (s *Store) encode(evs []eventstore.EventData) (ids, data, metas, types []st
 		meta, err := json.Marshal(e.Metadata)
 		if err != nil {
 			return nil, nil, nil, nil, nil, nil, err
+		}
+		if size += eventstore.RecordSize(e.Type, e.Data, meta); size > eventstore.MaxAppendBytes {
+			return nil, nil, nil, nil, nil, nil, &eventstore.AppendTooLargeError{Size: appendSize(evs)}
 		}
 		ids[i] = e.ID.String()
 		data[i] = string(e.Data)
@@ -382,6 +386,16 @@ func (s *Store) encode(evs []eventstore.EventData) (ids, data, metas, types []st
 		recorded[i] = recorded[i].UTC().Truncate(time.Microsecond)
 	}
 	return ids, data, metas, types, versions, recorded, nil
+}
+
+// appendSize is the size of an append that is too large, for its error.
+func appendSize(evs []eventstore.EventData) int {
+	size := 0
+	for _, e := range evs {
+		meta, _ := json.Marshal(e.Metadata)
+		size += eventstore.RecordSize(e.Type, e.Data, meta)
+	}
+	return size
 }
 
 // idempotent answers an append that wrote nothing: success when every event

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -51,6 +52,7 @@ func Event(typ string, n int) eventstore.EventData {
 // Run runs the suite.
 func Run(t *testing.T, h Harness) {
 	t.Run("AppendToNewStream", func(t *testing.T) { testAppendNew(t, h) })
+	t.Run("AppendSizeCapped", func(t *testing.T) { testAppendSizeCapped(t, h) })
 	t.Run("ExpectedVersions", func(t *testing.T) { testExpected(t, h) })
 	t.Run("IdempotentRetry", func(t *testing.T) { testIdempotent(t, h) })
 	t.Run("ReadStreamDirections", func(t *testing.T) { testReadStream(t, h) })
@@ -64,6 +66,35 @@ func ctx(t *testing.T) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c
+}
+
+// An append over eventstore.MaxAppendBytes (EventStoreDB's maximum append
+// size) is refused on either store, in one event or spread over several, and
+// writes nothing; one just under it lands.
+func testAppendSizeCapped(t *testing.T, h Harness) {
+	s := h.New(t)
+	sized := func(n int) eventstore.EventData {
+		e := Event("thing.sized", 1)
+		e.Data, _ = json.Marshal(map[string]string{"text": strings.Repeat("x", n)})
+		return e
+	}
+	for name, evs := range map[string][]eventstore.EventData{
+		"one event":    {sized(eventstore.MaxAppendBytes)},
+		"three events": {sized(eventstore.MaxAppendBytes / 3), sized(eventstore.MaxAppendBytes / 3), sized(eventstore.MaxAppendBytes / 3)},
+	} {
+		stream := uniqueStream("big")
+		_, err := s.Append(ctx(t), stream, eventstore.NoStream, evs)
+		if !errors.Is(err, eventstore.ErrAppendTooLarge) {
+			t.Errorf("%s over the cap: %v, want ErrAppendTooLarge", name, err)
+		}
+		if got, err := s.ReadStream(ctx(t), stream, eventstore.Forwards, 1, 0); err != nil || len(got) != 0 {
+			t.Errorf("%s over the cap: stream holds %d events (%v)", name, len(got), err)
+		}
+	}
+	stream := uniqueStream("big")
+	if _, err := s.Append(ctx(t), stream, eventstore.Any, []eventstore.EventData{sized(eventstore.MaxAppendBytes - 4096)}); err != nil {
+		t.Errorf("an append under the cap: %v", err)
+	}
 }
 
 func testAppendNew(t *testing.T, h Harness) {

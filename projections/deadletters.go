@@ -1,0 +1,124 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/eventstore/postgres"
+)
+
+// PoisonPolicy is what a projection does with an event it failed to apply
+// MaxAttempts times. Either way the event is recorded in
+// projection_dead_letters with its error.
+type PoisonPolicy int
+
+const (
+	// StopOnPoison stops the projection at the event until an operator
+	// retries or skips it (`lectern projections dead-letters`): a read model
+	// that silently misses an event is wrong in ways nobody sees.
+	StopOnPoison PoisonPolicy = iota
+	// SkipPoison passes over the event and goes on.
+	SkipPoison
+)
+
+// Dead-letter statuses (see migration 00015).
+const (
+	DeadLetterStopped  = "stopped"
+	DeadLetterSkipped  = "skipped"
+	DeadLetterRetry    = "retry"
+	DeadLetterSkip     = "skip"
+	DeadLetterResolved = "resolved"
+)
+
+// DeadLetter is an event a projection could not apply.
+type DeadLetter struct {
+	Projection    string
+	EventID       string
+	EventType     string
+	StreamID      string
+	Position      string
+	Error         string
+	Failures      int
+	Status        string
+	FirstFailedAt time.Time
+	UpdatedAt     time.Time
+}
+
+// execer is a pool or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// recordDeadLetter records msg's failure (failures more of them) under status.
+func recordDeadLetter(ctx context.Context, db execer, projection string, msg *message.Message, failure error, failures int, status string) error {
+	_, err := db.Exec(ctx, `
+		INSERT INTO projection_dead_letters (projection, event_id, event_type, stream_id, position, error, failures, status)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (projection, event_id) DO UPDATE SET error = excluded.error,
+			failures = projection_dead_letters.failures + excluded.failures, status = excluded.status, updated_at = now()`,
+		projection, msg.UUID, msg.Metadata.Get(postgres.MetaEventType), msg.Metadata.Get(postgres.MetaStreamID),
+		msg.Metadata.Get(postgres.MetaPosition), failure.Error(), failures, status)
+	if err != nil {
+		return fmt.Errorf("record dead letter %s of %s: %w", msg.UUID, projection, err)
+	}
+	return nil
+}
+
+// deadLetterStatus is the status of projection's dead letter eventID; ""
+// when there is none.
+func deadLetterStatus(ctx context.Context, db execer, projection, eventID string) (string, error) {
+	var status string
+	err := db.QueryRow(ctx, `SELECT status FROM projection_dead_letters WHERE projection = $1 AND event_id = $2`,
+		projection, eventID).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return status, err
+}
+
+// ListDeadLetters returns the dead letters, newest first: only those that
+// want an operator (stopped, retry, skip) unless all.
+func ListDeadLetters(ctx context.Context, db *pgxpool.Pool, all bool) ([]DeadLetter, error) {
+	rows, err := db.Query(ctx, `
+		SELECT projection, event_id::text, event_type, stream_id, position, error, failures, status, first_failed_at, updated_at
+		FROM projection_dead_letters WHERE $1 OR status IN ('stopped', 'retry', 'skip')
+		ORDER BY updated_at DESC, projection, event_id`, all)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
+		var d DeadLetter
+		err := row.Scan(&d.Projection, &d.EventID, &d.EventType, &d.StreamID, &d.Position, &d.Error, &d.Failures, &d.Status,
+			&d.FirstFailedAt, &d.UpdatedAt)
+		return d, err
+	})
+}
+
+// ErrNotStopped: the dead letter does not exist or no projection is stopped on it.
+var ErrNotStopped = errors.New("no projection is stopped on that event")
+
+// ResolveDeadLetter asks the projection stopped on eventID to try it again
+// (DeadLetterRetry) or to pass over it (DeadLetterSkip); the runner serving
+// the projection restarts it within its OperatorPoll.
+func ResolveDeadLetter(ctx context.Context, db *pgxpool.Pool, projection, eventID, action string) error {
+	if action != DeadLetterRetry && action != DeadLetterSkip {
+		return fmt.Errorf("dead letter action %q: want %s or %s", action, DeadLetterRetry, DeadLetterSkip)
+	}
+	tag, err := db.Exec(ctx, `UPDATE projection_dead_letters SET status = $3, updated_at = now()
+		WHERE projection = $1 AND event_id::text = $2 AND status IN ('stopped', 'retry', 'skip')`, projection, eventID, action)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s %s: %w", projection, eventID, ErrNotStopped)
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+package projections_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/events"
+	"lectern/poll"
+	"lectern/projections"
+)
+
+// failing is a projection into seen that fails on agents named "poison"
+// while broken says so.
+func failing(name string, broken *atomic.Bool, policy projections.PoisonPolicy) projections.Projection {
+	return projections.Projection{Name: name, OnPoison: policy, Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			if e.Name == "poison" && broken.Load() {
+				return errors.New("cannot apply this event")
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1)`, e.AgentID)
+			return err
+		}),
+	}}
+}
+
+func seenIDs(t *testing.T, pool *pgxpool.Pool) []int64 {
+	t.Helper()
+	rows, _ := pool.Query(context.Background(), `SELECT agent_id FROM seen ORDER BY agent_id`)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// deadLetter is the projection's one dead letter.
+func deadLetter(t *testing.T, pool *pgxpool.Pool, name string) projections.DeadLetter {
+	t.Helper()
+	all, err := projections.ListDeadLetters(context.Background(), pool, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mine []projections.DeadLetter
+	for _, d := range all {
+		if d.Projection == name {
+			mine = append(mine, d)
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("dead letters of %s: %+v, want one", name, mine)
+	}
+	return mine[0]
+}
+
+func skippedOf(r *projections.Runner, name string) int64 {
+	for _, s := range r.Statuses() {
+		if s.Name == name {
+			return s.Skipped
+		}
+	}
+	return -1
+}
+
+// A poison event stops its projection and is recorded as a dead letter with
+// its error; an operator's skip restarts the projection past it.
+func TestOperatorSkipsAPoisonEvent(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	var broken atomic.Bool
+	broken.Store(true)
+	l, r := start(t, pool, 3, failing("stopper", &broken, projections.StopOnPoison))
+	appendAgent(t, pool, 1, "fine")
+	poisonPos := appendAgent(t, pool, 2, "poison")
+	after := appendAgent(t, pool, 3, "fine")
+	awaitStall(t, r, "stopper")
+
+	d := deadLetter(t, pool, "stopper")
+	if d.Status != projections.DeadLetterStopped || d.Failures != 3 || d.EventType != "agent.created" || d.StreamID != "agent-2" ||
+		d.Position != poisonPos.String() || d.Error == "" {
+		t.Errorf("dead letter %+v", d)
+	}
+	if listed, err := projections.ListDeadLetters(context.Background(), pool, false); err != nil || len(listed) != 1 {
+		t.Errorf("waiting dead letters: %+v, %v", listed, err)
+	}
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "stopper", "00000000-0000-0000-0000-000000000000",
+		projections.DeadLetterSkip); !errors.Is(err, projections.ErrNotStopped) {
+		t.Errorf("skip of an unknown event: %v, want ErrNotStopped", err)
+	}
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "stopper", d.EventID, "delete"); err == nil {
+		t.Error("an unknown action was accepted")
+	}
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "stopper", d.EventID, projections.DeadLetterSkip); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, l, after, "stopper")
+	if ids := seenIDs(t, pool); len(ids) != 2 || ids[0] != 1 || ids[1] != 3 {
+		t.Errorf("applied %v, want [1 3]", ids)
+	}
+	if d := deadLetter(t, pool, "stopper"); d.Status != projections.DeadLetterSkipped || d.Failures != 6 {
+		t.Errorf("after the skip: %+v", d)
+	}
+	if n := skippedOf(r, "stopper"); n != 1 {
+		t.Errorf("skipped %d, want 1", n)
+	}
+	if _, stalled := stalledStatus(r, "stopper"); stalled {
+		t.Error("still reported stalled")
+	}
+}
+
+// Once the fault is fixed, an operator's retry applies the event where it
+// stands in the log, and the dead letter is resolved.
+func TestOperatorRetriesAPoisonEvent(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	var broken atomic.Bool
+	broken.Store(true)
+	l, r := start(t, pool, 2, failing("retrier", &broken, projections.StopOnPoison))
+	appendAgent(t, pool, 1, "poison")
+	after := appendAgent(t, pool, 2, "fine")
+	awaitStall(t, r, "retrier")
+	d := deadLetter(t, pool, "retrier")
+
+	broken.Store(false) // the fix is deployed
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "retrier", d.EventID, projections.DeadLetterRetry); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, l, after, "retrier")
+	if ids := seenIDs(t, pool); len(ids) != 2 {
+		t.Errorf("applied %v, want [1 2]", ids)
+	}
+	poll.Must(t, 10*time.Second, "the dead letter resolved", func() bool {
+		return deadLetter(t, pool, "retrier").Status == projections.DeadLetterResolved
+	})
+	if n := skippedOf(r, "retrier"); n != 0 {
+		t.Errorf("skipped %d, want 0", n)
+	}
+}
+
+// A projection whose policy is to skip passes over a poison event at once,
+// recording it; it never stops.
+func TestSkipPolicyPassesOverAPoisonEvent(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	var broken atomic.Bool
+	broken.Store(true)
+	l, r := start(t, pool, 2, failing("skipper", &broken, projections.SkipPoison))
+	appendAgent(t, pool, 1, "fine")
+	appendAgent(t, pool, 2, "poison")
+	after := appendAgent(t, pool, 3, "fine")
+	waitFor(t, l, after, "skipper")
+	if ids := seenIDs(t, pool); len(ids) != 2 || ids[0] != 1 || ids[1] != 3 {
+		t.Errorf("applied %v, want [1 3]", ids)
+	}
+	if d := deadLetter(t, pool, "skipper"); d.Status != projections.DeadLetterSkipped || d.Failures != 2 || d.StreamID != "agent-2" {
+		t.Errorf("dead letter %+v", d)
+	}
+	if n := skippedOf(r, "skipper"); n != 1 {
+		t.Errorf("skipped %d, want 1", n)
+	}
+	if listed, err := projections.ListDeadLetters(context.Background(), pool, false); err != nil || len(listed) != 0 {
+		t.Errorf("dead letters waiting for an operator: %+v, %v", listed, err)
+	}
+}
+
+func stalledStatus(r *projections.Runner, name string) (projections.Status, bool) {
+	for _, s := range r.Statuses() {
+		if s.Name == name {
+			return s, s.Stalled
+		}
+	}
+	return projections.Status{}, false
+}

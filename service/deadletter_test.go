@@ -1,0 +1,67 @@
+package service_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
+	"lectern/pgtest"
+	"lectern/poll"
+	"lectern/projections"
+	"lectern/service"
+)
+
+// An event a read model cannot apply stops that projection: /readyz names
+// it and the event, the dead letter lists it, and an operator's skip starts
+// the projection again past it, counted in the metrics.
+func TestPoisonEventIsReportedAndSkipped(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Fresh(t)
+	svc, base, _ := serve(t, service.Config{Pool: pool})
+	ready := func() (int, string) {
+		status, _, body, err := send("GET", base+"/readyz", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status, string(body)
+	}
+
+	// An agent.created that no version of the event decodes.
+	poison := uuid.New()
+	if _, err := postgres.New(pool, nil).Append(ctx, eventstore.StreamName("agent", 999999), eventstore.NoStream,
+		[]eventstore.EventData{{ID: poison, Type: "agent.created", SchemaVersion: 1, Data: []byte(`{"agent_id":"not a number"}`), RecordedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	want := projections.AgentsProjection + " at event " + poison.String()
+	poll.Must(t, 30*time.Second, "/readyz 503 naming the stopped projection and its event", func() bool {
+		status, body := ready()
+		return status == http.StatusServiceUnavailable && strings.Contains(body, want)
+	})
+	letters, err := projections.ListDeadLetters(ctx, pool, false)
+	if err != nil || len(letters) != 1 || letters[0].Projection != projections.AgentsProjection || letters[0].EventID != poison.String() ||
+		letters[0].Status != projections.DeadLetterStopped {
+		t.Fatalf("dead letters %+v, %v", letters, err)
+	}
+
+	if err := projections.ResolveDeadLetter(ctx, pool, projections.AgentsProjection, poison.String(), projections.DeadLetterSkip); err != nil {
+		t.Fatal(err)
+	}
+	poll.Must(t, 30*time.Second, "/readyz 200 after the skip", func() bool { status, _ := ready(); return status == http.StatusOK })
+
+	line := `lectern_projection_skipped_events_total{projection="` + projections.AgentsProjection + `"} 1`
+	poll.Must(t, 30*time.Second, "the skip counted in the metrics", func() bool {
+		rec := httptest.NewRecorder()
+		svc.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return strings.Contains(rec.Body.String(), line)
+	})
+	if letters, err := projections.ListDeadLetters(ctx, pool, true); err != nil || len(letters) != 1 || letters[0].Status != projections.DeadLetterSkipped {
+		t.Errorf("after the skip: %+v, %v", letters, err)
+	}
+}
