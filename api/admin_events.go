@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"lectern/api/validation"
@@ -107,6 +108,10 @@ func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f h
 	}
 	q.Limit = int(limit)
 	evs, next, more, err := history.Page(r.Context(), s.deps.Commands.Store, q)
+	if errors.Is(err, eventstore.ErrInvalidPosition) {
+		after, _ := in.query.String("after")
+		return derrors.Invalid([]any{"query", "after"}, after, "after is not a position of this event log")
+	}
 	if err != nil {
 		return err
 	}

@@ -174,6 +174,18 @@ func TestAdminEventsRejectBadQueries(t *testing.T) {
 	admin := asAdmin(t, e)
 	wantBody(t, e.do(t, "GET", "/admin/events?after=yesterday", nil, admin.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"value_error","loc":["query","after"],"msg":"Value error, after must be a position cursor such as \"1234-56\"","input":"yesterday","ctx":{"error":"after must be a position cursor such as \"1234-56\""}}]}`)
+	// A cursor of the other store: on EventStoreDB, a commit between
+	// records (or a prepare past the commit) is no position of its log;
+	// on PostgreSQL every such pair is one (a transaction id and an offset).
+	for _, after := range []string{"12345-6", "500-900"} {
+		res := e.do(t, "GET", "/admin/events?after="+after, nil, admin.Access)
+		if eventStoreURL(t) == "" {
+			wantStatus(t, res, http.StatusOK)
+			continue
+		}
+		wantBody(t, res, http.StatusUnprocessableEntity, fmt.Sprintf(
+			`{"detail":[{"type":"value_error","loc":["query","after"],"msg":"Value error, after is not a position of this event log","input":%q,"ctx":{"error":"after is not a position of this event log"}}]}`, after))
+	}
 	for _, limit := range []string{"0", "1001", "x"} {
 		res := e.do(t, "GET", "/admin/events/streams/user-1?limit="+limit, nil, admin.Access)
 		wantStatus(t, res, http.StatusUnprocessableEntity)

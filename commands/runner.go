@@ -15,6 +15,7 @@ import (
 	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
+	"lectern/failpoint"
 )
 
 // maxAttempts bounds the retries of a command that lost a version race.
@@ -150,6 +151,7 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 		if err != nil {
 			return state, Result{}, err
 		}
+		failpoint.Reach(failpoint.AppendCommitted)
 		for i, e := range decided {
 			state = evolve(state, events.Envelope{
 				Meta: events.Meta{EventID: data[i].ID.String(), StreamID: stream, Version: version + int64(i) + 1,

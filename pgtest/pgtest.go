@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -72,6 +73,19 @@ func Fresh(tb testing.TB) *pgxpool.Pool {
 		_ = drop(context.Background(), URL(tb), name)
 	})
 	return pool
+}
+
+// FreshURL is Fresh with the database's connection URL, for a child
+// process (DATABASE_URL must be a postgres:// URL).
+func FreshURL(tb testing.TB) (*pgxpool.Pool, string) {
+	tb.Helper()
+	pool := Fresh(tb)
+	u, err := url.Parse(URL(tb))
+	if err != nil {
+		tb.Fatalf("pgtest: DATABASE_URL: %v", err)
+	}
+	u.Path = "/" + pool.Config().ConnConfig.Database
+	return pool, u.String()
 }
 
 // Cleanup drops the package's shared database; call it from TestMain after m.Run.

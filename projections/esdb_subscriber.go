@@ -85,7 +85,14 @@ type ESDBSubscriber struct {
 	wg         sync.WaitGroup
 
 	last eventstore.Position // the committed checkpoint (run's goroutine only)
+
+	fatal func(error) // set by OnFatal before Subscribe
 }
+
+// OnFatal sets what the subscriber calls when it cannot go on: the server
+// refuses its checkpoint as no position of its log (one copied from the
+// other store, say), which no resubscription would change.
+func (s *ESDBSubscriber) OnFatal(f func(error)) { s.fatal = f }
 
 var _ message.Subscriber = (*ESDBSubscriber)(nil)
 
@@ -188,6 +195,14 @@ func (s *ESDBSubscriber) run(ctx context.Context, out chan<- *message.Message) {
 	for !s.closed() {
 		progressed, err := s.consume(ctx, out)
 		if errors.Is(err, errClosing) || s.closed() {
+			return
+		}
+		if errors.Is(err, eventstore.ErrInvalidPosition) {
+			err = fmt.Errorf("the stored checkpoint is not a position of this EventStoreDB log (was it copied from another store? `lectern replay` rebuilds the read model): %w", err)
+			s.logger.Error("EventStoreDB subscription refused", "error", err)
+			if s.fatal != nil {
+				s.fatal(err)
+			}
 			return
 		}
 		if progressed {

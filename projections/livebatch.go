@@ -15,6 +15,7 @@ import (
 
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
+	"lectern/failpoint"
 )
 
 // Live batches: a poll's events applied set-wise.
@@ -158,6 +159,7 @@ func (t *pollTx) apply(ctx context.Context, q string, args ...any) error {
 	if err := ptx.flush(ctx); err != nil {
 		return t.giveUp(err)
 	}
+	failpoint.Reach(failpoint.ProjectionApplied)
 	return nil
 }
 

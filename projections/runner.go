@@ -20,6 +20,7 @@ import (
 
 	"lectern/events"
 	"lectern/eventstore/postgres"
+	"lectern/failpoint"
 )
 
 // Projection is a read model's consumer group and its event handlers. The
@@ -226,8 +227,8 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 				err = serr
 			}
 			st, stalled := r.stalledOn(p.Name)
-			if !stalled || r.Restarted || ctx.Err() != nil {
-				return err
+			if !stalled || st.EventID == "" || r.Restarted || ctx.Err() != nil {
+				return err // stopped for good, or stopped by whoever restarts it
 			}
 			action, werr := r.awaitOperator(ctx, p.Name, st.EventID)
 			if werr != nil {
@@ -341,7 +342,14 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 		},
 		SubscriberConstructor: func(params cqrs.EventGroupProcessorSubscriberConstructorParams) (message.Subscriber, error) {
 			if r.Subscribers != nil {
-				return r.Subscribers(params.EventGroupName)
+				sub, err := r.Subscribers(params.EventGroupName)
+				if f, ok := sub.(fatalReporter); ok && err == nil {
+					f.OnFatal(func(err error) {
+						r.fail(p.Name, err)
+						go func() { _ = stop() }()
+					})
+				}
+				return sub, err
 			}
 			// No ack deadline: on expiry watermill-sql would commit while the
 			// handler still runs. Each attempt has its own timeout instead.
@@ -437,6 +445,7 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 					if err := r.retried(ctx, tx, name, msg); err != nil {
 						return nil, err
 					}
+					failpoint.Reach(failpoint.ProjectionApplied)
 					return out, nil
 				}
 				// An attempt that wrote nothing has nothing to undo; the
@@ -472,6 +481,20 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 			}
 		}
 	}
+}
+
+// fatalReporter is a subscriber that can fail for good (an ESDBSubscriber
+// whose checkpoint the server refuses): the projection then stops, reported.
+type fatalReporter interface {
+	OnFatal(func(error))
+}
+
+// fail reports a projection stopped by its subscriber, at no event.
+func (r *Runner) fail(name string, err error) {
+	r.logger.Error("projection stopped: its subscription cannot go on", "projection", name, "error", err)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status[name] = &Status{Name: name, Stalled: true, Error: err.Error()}
 }
 
 // poisoned records an event that failed attempts times as a dead letter and

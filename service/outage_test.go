@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"lectern/eventstore/esdbfake"
 	"lectern/pgtest"
 	"lectern/poll"
+	"lectern/projections"
 	"lectern/service"
 )
 
@@ -208,4 +210,25 @@ func TestEventStoreDBOutage(t *testing.T) {
 	}
 	t.Logf("%d writes acknowledged (%d of them after the outage), %d answered 503", len(acknowledged), count(http.StatusCreated, up),
 		count(http.StatusServiceUnavailable, time.Time{}))
+}
+
+// A checkpoint EventStoreDB refuses (a PostgreSQL position left in
+// esdb_checkpoints) stops that projection for good, reported on /readyz,
+// instead of a subscription that fails again and again.
+func TestForeignCheckpointStopsItsProjection(t *testing.T) {
+	url := esdbfake.Start(t)
+	pool := pgtest.Fresh(t)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO esdb_checkpoints (consumer_group, commit_position, prepare_position)
+		VALUES ($1, 12345, 6)`, projections.AgentsProjection); err != nil {
+		t.Fatal(err)
+	}
+	_, base, _ := serve(t, service.Config{Pool: pool, EventStoreURL: url})
+	poll.Must(t, 15*time.Second, "/readyz 503 naming the projection and its checkpoint", func() bool {
+		status, _, body, err := send("GET", base+"/readyz", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return status == http.StatusServiceUnavailable &&
+			strings.Contains(string(body), projections.AgentsProjection+" (the stored checkpoint is not a position of this EventStoreDB log")
+	})
 }

@@ -360,8 +360,11 @@ func (s *Service) ready(ctx context.Context) error {
 	}
 	var stalled []string
 	for _, st := range s.Runner.Statuses() {
-		if st.Stalled {
+		switch {
+		case st.Stalled && st.EventID != "":
 			stalled = append(stalled, fmt.Sprintf("%s at event %s", st.Name, st.EventID))
+		case st.Stalled:
+			stalled = append(stalled, fmt.Sprintf("%s (%s)", st.Name, st.Error))
 		}
 	}
 	if len(stalled) > 0 {

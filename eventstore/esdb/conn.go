@@ -9,6 +9,8 @@ import (
 	"time"
 
 	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"lectern/eventstore"
 )
@@ -199,10 +201,26 @@ func transient(err error) bool {
 }
 
 // classify marks transient failures as eventstore.ErrUnavailable, which the
-// HTTP edge answers with 503 and Retry-After.
+// HTTP edge answers with 503 and Retry-After, and a position the server
+// refuses (not one of its log: a cursor or checkpoint of another store) as
+// eventstore.ErrInvalidPosition.
 func classify(err error) error {
-	if err == nil || errors.Is(err, eventstore.ErrUnavailable) || !transient(err) {
+	switch {
+	case err == nil || errors.Is(err, eventstore.ErrUnavailable) || errors.Is(err, eventstore.ErrInvalidPosition):
 		return err
+	case grpcCode(err) == codes.InvalidArgument && strings.Contains(strings.ToLower(err.Error()), "position"):
+		return fmt.Errorf("%w: %w", eventstore.ErrInvalidPosition, err)
+	case transient(err):
+		return fmt.Errorf("%w: %w", eventstore.ErrUnavailable, err)
 	}
-	return fmt.Errorf("%w: %w", eventstore.ErrUnavailable, err)
+	return err
+}
+
+// grpcCode is the gRPC status code in err's chain (codes.Unknown if none).
+func grpcCode(err error) codes.Code {
+	var st interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &st) {
+		return st.GRPCStatus().Code()
+	}
+	return codes.Unknown
 }

@@ -197,3 +197,29 @@ func TestStoreOutlivesAnOutage(t *testing.T) {
 		t.Fatalf("after the outage: %v events, %v; append %+v", len(got), err, res)
 	}
 }
+
+// A position that is not one of the server's log (a prepare past its commit,
+// a commit between records: a PostgreSQL cursor) is refused as
+// ErrInvalidPosition; a checkpoint of the shape (C, 0), C a record's
+// position, reads from that record.
+func TestInvalidPositions(t *testing.T) {
+	s := open(t, esdbfake.Start(t))
+	ctx := context.Background()
+	res, err := s.Append(ctx, "p-1", eventstore.NoStream, []eventstore.EventData{storetest.Event("a", 1), storetest.Event("b", 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []eventstore.Position{
+		{Commit: res.Position.Commit, Prepare: res.Position.Commit + 1},
+		{Commit: res.Position.Commit + 1, Prepare: res.Position.Commit + 1},
+		{Commit: 12345, Prepare: 6},
+	} {
+		if _, err := s.ReadAll(ctx, p, 10); !errors.Is(err, eventstore.ErrInvalidPosition) {
+			t.Errorf("ReadAll after %v: %v, want ErrInvalidPosition", p, err)
+		}
+	}
+	got, err := s.ReadAll(ctx, eventstore.Position{Commit: res.Position.Commit, Prepare: 0}, 10)
+	if err != nil || len(got) != 1 || got[0].Position != res.Position {
+		t.Errorf("ReadAll after (C, 0) of the last event: %v, %v; want that event", got, err)
+	}
+}

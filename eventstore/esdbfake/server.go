@@ -9,6 +9,16 @@
 // Gossip.Read (one leader, itself). ServerFeatures and everything else answer
 // Unimplemented, as an old server would, so the client uses no optional
 // feature (no BatchAppend, no persistent subscriptions).
+//
+// Where Lectern depends on it, it is as strict as the real server (24.10 and
+// 25.0, checked against the KurrentDB source): an append over 1 MiB (data,
+// metadata and twice the type's length) is refused with InvalidArgument; a
+// read or subscription from a position that is not one of its log (a
+// prepare past the commit, a commit between records) is refused; filtered
+// subscriptions checkpoint at (C, 0), C the next record's position, once
+// more just before caught-up; and a repeated append of revision any is
+// recognised only within a window of recent writes (AnyDedupWindow). It can
+// be stopped and restarted on its port with its data (Stop, Restart).
 package esdbfake
 
 import (
@@ -26,7 +36,9 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 )
 
 // Server is a running fake EventStoreDB node on a 127.0.0.1 port.
@@ -147,6 +159,7 @@ type record struct {
 	custom   []byte
 	data     []byte
 	pos      uint64 // commit = prepare
+	end      uint64 // the next record's position
 }
 
 func (r *record) eventType() string { return r.meta["type"] }
@@ -222,6 +235,7 @@ func (d *db) write(st *streamState, stream string, id uuid.UUID, meta map[string
 	// Sparse positions, as in the real transaction log: each record advances
 	// the position by roughly its size.
 	d.next += 64 + uint64(len(stream)+len(custom)+len(data)+len(m["type"]))
+	r.end = d.next
 	st.events = append(st.events, r)
 	st.deleted = false
 	d.log = append(d.log, r)
@@ -257,9 +271,26 @@ func (d *db) indexAtOrAfter(pos uint64) int {
 	return sort.Search(len(d.log), func(i int) bool { return d.log[i].pos >= pos })
 }
 
-// indexAfter is the index of the first log record after pos.
-func (d *db) indexAfter(pos uint64) int {
-	return sort.Search(len(d.log), func(i int) bool { return d.log[i].pos > pos })
+// indexAfter is the index of the first log record after the position
+// (commit, prepare): a record's position is (pos, pos), so the record at
+// commit itself comes after (commit, prepare) when prepare < commit.
+func (d *db) indexAfter(commit, prepare uint64) int {
+	return sort.Search(len(d.log), func(i int) bool {
+		p := d.log[i].pos
+		return p > commit || (p == commit && prepare < commit)
+	})
+}
+
+// checkPosition refuses, as the server does, a position that is not one of
+// its log: a prepare past the commit, or a commit that is not a record
+// boundary (a record's position, or the end of the log). Positions of
+// another store (a PostgreSQL cursor) are such. The caller holds mu.
+func (d *db) checkPosition(commit, prepare uint64) error {
+	i := sort.Search(len(d.log), func(i int) bool { return d.log[i].pos >= commit })
+	if prepare > commit || (commit != d.next && (i == len(d.log) || d.log[i].pos != commit)) {
+		return status.Errorf(codes.InvalidArgument, "Invalid position: C:%d/P:%d is not a position of the transaction log", commit, prepare)
+	}
+	return nil
 }
 
 type gossipService struct {

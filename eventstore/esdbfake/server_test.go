@@ -3,6 +3,7 @@ package esdbfake_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -410,5 +411,45 @@ func TestMaximumAppendSize(t *testing.T) {
 		if ev, err := rs.Recv(); err == nil {
 			t.Errorf("a refused append wrote %v", ev.OriginalEvent().EventID)
 		}
+	}
+}
+
+// A repeated append of revision any is recognised only within the server's
+// window of recent writes; past it, the same events are written again.
+func TestAnyRevisionRepeatsWithinAWindow(t *testing.T) {
+	c := newClient(t, esdbfake.Start(t))
+	ev := client.EventData{EventID: uuid.New(), EventType: "thing.done", ContentType: client.ContentTypeJson, Data: []byte(`{}`)}
+	appendAny := func(stream string, e client.EventData) {
+		t.Helper()
+		if _, err := c.AppendToStream(ctx(t), stream, client.AppendToStreamOptions{ExpectedRevision: client.Any{}}, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		t.Helper()
+		rs, err := c.ReadStream(ctx(t), "any-1", client.ReadStreamOptions{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rs.Close()
+		n := 0
+		for {
+			if _, err := rs.Recv(); err != nil {
+				return n
+			}
+			n++
+		}
+	}
+	appendAny("any-1", ev)
+	appendAny("any-1", ev) // a retry at once: recognised
+	if n := count(); n != 1 {
+		t.Fatalf("%d events after a repeat within the window, want 1", n)
+	}
+	for i := range esdbfake.AnyDedupWindow {
+		appendAny(fmt.Sprintf("other-%d", i), client.EventData{EventID: uuid.New(), EventType: "thing.done", ContentType: client.ContentTypeJson, Data: []byte(`{}`)})
+	}
+	appendAny("any-1", ev) // the same event, long after
+	if n := count(); n != 2 {
+		t.Fatalf("%d events after a repeat past the window, want 2", n)
 	}
 }

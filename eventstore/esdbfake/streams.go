@@ -194,6 +194,17 @@ func (st *streamState) indexOf(id uuid.UUID) (uint64, bool) {
 	return 0, false
 }
 
+// AnyDedupWindow is how many of the log's latest records an append of
+// revision any is checked against for a repeat (the server's cache of recent
+// writes, whose size is its configuration's).
+const AnyDedupWindow = 1000
+
+// recent reports whether r is among the last AnyDedupWindow records; the
+// caller holds mu.
+func (d *db) recent(r *record) bool {
+	return len(d.log) <= AnyDedupWindow || r.pos >= d.log[len(d.log)-AnyDedupWindow].pos
+}
+
 func (d *db) append(name string, exp expectation, events []proposed) (*streams.AppendResp, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -218,13 +229,17 @@ func (d *db) append(name string, exp expectation, events []proposed) (*streams.A
 			ok = false
 			break
 		}
-		if len(events) > 0 {
-			if at, found := st.indexOf(events[0].id); found {
-				if st.matches(at, events) {
-					return idempotent(at), nil
-				}
-				ok = false // part of the batch is written: corrupted idempotency
+		// The server recognises a repeated write of revision any only
+		// while its events are in its cache of recent writes: past it, the
+		// same events are written again.
+		if len(events) == 0 {
+			break
+		}
+		if at, found := st.indexOf(events[0].id); found && d.recent(st.events[at]) {
+			if st.matches(at, events) {
+				return idempotent(at), nil
 			}
+			ok = false // part of the batch is written: corrupted idempotency
 		}
 	case expectNoStream, expectRevision:
 		next := uint64(0)
@@ -478,7 +493,10 @@ func (s *streamsService) Read(req *streams.ReadReq, srv streams.Streams_ReadServ
 		}
 		return nil
 	}
-	out = s.db.readAll(o.GetAll(), o.GetReadDirection() == streams.ReadReq_Options_Backwards, count, f)
+	out, err = s.db.readAll(o.GetAll(), o.GetReadDirection() == streams.ReadReq_Options_Backwards, count, f)
+	if err != nil {
+		return err
+	}
 	for _, r := range out {
 		if err := srv.Send(eventResp(r, true, structured)); err != nil {
 			return err
@@ -533,9 +551,14 @@ func (d *db) readStream(o *streams.ReadReq_Options_StreamOptions, backwards bool
 
 // readAll returns up to count events of $all: forwards from a position
 // inclusive, backwards from a position exclusive.
-func (d *db) readAll(o *streams.ReadReq_Options_AllOptions, backwards bool, count uint64, f *filter) []*record {
+func (d *db) readAll(o *streams.ReadReq_Options_AllOptions, backwards bool, count uint64, f *filter) ([]*record, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if p := o.GetPosition(); p != nil {
+		if err := d.checkPosition(p.GetCommitPosition(), p.GetPreparePosition()); err != nil {
+			return nil, err
+		}
+	}
 	var out []*record
 	if !backwards {
 		i := 0
@@ -550,7 +573,7 @@ func (d *db) readAll(o *streams.ReadReq_Options_AllOptions, backwards bool, coun
 				out = append(out, d.log[i])
 			}
 		}
-		return out
+		return out, nil
 	}
 	i := len(d.log) - 1
 	switch v := o.GetAllOption().(type) {
@@ -564,7 +587,7 @@ func (d *db) readAll(o *streams.ReadReq_Options_AllOptions, backwards bool, coun
 			out = append(out, d.log[i])
 		}
 	}
-	return out
+	return out, nil
 }
 
 // subscribe serves a catch-up subscription: a confirmation, the events after
@@ -581,7 +604,11 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 		case *streams.ReadReq_Options_AllOptions_End:
 			cursor = len(d.log)
 		case *streams.ReadReq_Options_AllOptions_Position:
-			cursor = d.indexAfter(v.Position.GetCommitPosition())
+			if err := d.checkPosition(v.Position.GetCommitPosition(), v.Position.GetPreparePosition()); err != nil {
+				d.mu.Unlock()
+				return err
+			}
+			cursor = d.indexAfter(v.Position.GetCommitPosition(), v.Position.GetPreparePosition())
 		}
 	} else {
 		st := d.streams[name]
@@ -631,15 +658,23 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 			}
 			searched++
 			if all && f != nil && searched%f.interval == 0 {
-				if err := srv.Send(&streams.ReadResp{Content: &streams.ReadResp_Checkpoint_{Checkpoint: &streams.ReadResp_Checkpoint{
-					CommitPosition: r.pos, PreparePosition: r.pos,
-				}}}); err != nil {
+				// As the server: the next record's position, prepare 0.
+				if err := sendCheckpoint(srv, r.end); err != nil {
 					return err
 				}
 			}
 		}
 		if !caughtUp {
 			caughtUp = true
+			if all && f != nil {
+				// The server checkpoints once more just before caught-up.
+				d.mu.Lock()
+				next := d.next
+				d.mu.Unlock()
+				if err := sendCheckpoint(srv, next); err != nil {
+					return err
+				}
+			}
 			if err := srv.Send(&streams.ReadResp{Content: &streams.ReadResp_CaughtUp_{CaughtUp: &streams.ReadResp_CaughtUp{}}}); err != nil {
 				return err
 			}
@@ -653,6 +688,13 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 			return srv.Context().Err()
 		}
 	}
+}
+
+// sendCheckpoint sends a filtered subscription's checkpoint of shape (C, 0).
+func sendCheckpoint(srv streams.Streams_ReadServer, commit uint64) error {
+	return srv.Send(&streams.ReadResp{Content: &streams.ReadResp_Checkpoint_{Checkpoint: &streams.ReadResp_Checkpoint{
+		CommitPosition: commit, PreparePosition: 0,
+	}}})
 }
 
 func eventResp(r *record, all, structured bool) *streams.ReadResp {

@@ -2,15 +2,12 @@ package postgres_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 
-	"lectern/eventstore"
 	"lectern/eventstore/postgres"
-	"lectern/eventstore/storetest"
 	"lectern/pgtest"
 )
 
@@ -22,7 +19,6 @@ import (
 func TestPollTakesNoTransactionID(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
-	store := postgres.New(pool, nil)
 	offsets := postgres.NewOffsets()
 	sel, err := postgres.NewSchema(10).SelectQuery(wsql.SelectQueryParams{Topic: postgres.Topic, ConsumerGroup: "poll-xid", OffsetsAdapter: offsets})
 	if err != nil {
@@ -55,20 +51,8 @@ func TestPollTakesNoTransactionID(t *testing.T) {
 		t.Fatalf("the poll holds transaction id %s before writing", *xid)
 	}
 
-	// While the poll is open, a later append is below the horizon.
-	res, err := store.Append(ctx, "poll-1", eventstore.NoStream, []eventstore.EventData{storetest.Event("a", 1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var visible bool
-	// A PostgreSQL position's commit part is the appending transaction's id.
-	if err := pool.QueryRow(ctx, `SELECT $1::text::xid8 < pg_snapshot_xmin(pg_current_snapshot())`,
-		strconv.FormatUint(res.Position.Commit, 10)).Scan(&visible); err != nil {
-		t.Fatal(err)
-	}
-	if !visible {
-		t.Error("an append committed while a poll was open stays above the horizon")
-	}
+	// (Whether a later append is below the horizon is not asserted: the
+	// horizon is the cluster's, which other packages' tests share.)
 
 	// A second consumer of the group waits for the first.
 	second, err := pool.Begin(ctx)
