@@ -13,7 +13,7 @@ run:
 # its seeds already ran with the rest of the suite).
 FUZZTIME ?= 20s
 test:
-	scripts/with-postgres.sh sh -c '$(GO) test -race -count=1 ./... && LECTERN_TEST_EVENT_STORE=esdbfake $(GO) test -race -count=1 -skip FuzzOperations ./api/ && $(GO) test -count=1 -run "^$$" -fuzz "^FuzzOperations$$" -fuzztime $(FUZZTIME) ./api/'
+	scripts/with-postgres.sh --per-package sh -c '$(GO) test -race -count=1 ./... && LECTERN_TEST_EVENT_STORE=esdbfake $(GO) test -race -count=1 -skip FuzzOperations ./api/ && $(GO) test -count=1 -run "^$$" -fuzz "^FuzzOperations$$" -fuzztime $(FUZZTIME) ./api/'
 
 bench:
 	scripts/with-postgres.sh $(GO) run ./cmd/lectern-bench

@@ -1,5 +1,8 @@
-// Package pgtest gives each test package a fresh, migrated PostgreSQL database
-// on the server named by DATABASE_URL (`make test` starts a throwaway one).
+// Package pgtest gives each test package a fresh, migrated PostgreSQL database:
+// on the server named by DATABASE_URL when it is set, or else (`make test`,
+// through scripts/with-postgres.sh) on a throwaway cluster of the package's
+// own, so that no other package's open transaction holds back the log
+// horizon (pg_snapshot_xmin) its projections read below.
 package pgtest
 
 import (
@@ -9,6 +12,8 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -26,14 +31,71 @@ var (
 	dbName string
 )
 
-// URL returns DATABASE_URL or fails the test with the way to get one.
+// URL returns DATABASE_URL, or the package's own cluster's, or fails the
+// test with the way to get one.
 func URL(tb testing.TB) string {
 	tb.Helper()
-	u := os.Getenv("DATABASE_URL")
+	if u := os.Getenv("DATABASE_URL"); u != "" {
+		return u
+	}
+	u, err := ownCluster()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	if u == "" {
-		tb.Fatal("DATABASE_URL is not set: run the tests with `make test`, which starts a throwaway PostgreSQL cluster")
+		tb.Fatal("DATABASE_URL is not set: run the tests with `make test`, which starts throwaway PostgreSQL clusters")
 	}
 	return u
+}
+
+// cluster is the test binary's own PostgreSQL cluster, when it has one.
+var cluster struct {
+	once     sync.Once
+	url, dir string
+	script   string
+	err      error
+}
+
+// ownCluster starts, once per test binary, a cluster under
+// LECTERN_TEST_PG_DIR with the script LECTERN_PG_SH (scripts/pg.sh), as
+// scripts/with-postgres.sh asks; "" when it does not.
+func ownCluster() (string, error) {
+	root, script := os.Getenv("LECTERN_TEST_PG_DIR"), os.Getenv("LECTERN_PG_SH")
+	if root == "" || script == "" {
+		return "", nil
+	}
+	cluster.once.Do(func() {
+		dir, err := os.MkdirTemp(root, "pkg-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755) // the cluster's owner (postgres, under root) must reach it
+		}
+		if err != nil {
+			cluster.err = fmt.Errorf("pgtest: cluster directory: %w", err)
+			return
+		}
+		cmd := exec.Command(script, "start", filepath.Join(dir, "pg"))
+		// A throwaway cluster need not survive a crash.
+		cmd.Env = append(os.Environ(), "LECTERN_PG_FSYNC=off", "LECTERN_PG_SYNC_COMMIT=off")
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			cluster.err = fmt.Errorf("pgtest: %s start: %w", script, err)
+			return
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		cluster.url, cluster.dir, cluster.script = lines[len(lines)-1], dir, script
+	})
+	return cluster.url, cluster.err
+}
+
+// stopCluster stops the binary's own cluster, if it started one.
+func stopCluster() {
+	if cluster.dir == "" {
+		return
+	}
+	_ = exec.Command(cluster.script, "stop", filepath.Join(cluster.dir, "pg")).Run()
+	_ = os.RemoveAll(cluster.dir)
+	cluster.dir = ""
 }
 
 // Pool returns the test package's migrated database, created on first use.
@@ -88,16 +150,19 @@ func FreshURL(tb testing.TB) (*pgxpool.Pool, string) {
 	return pool, u.String()
 }
 
-// Cleanup drops the package's shared database; call it from TestMain after m.Run.
+// Cleanup drops the package's shared database and stops its own cluster;
+// call it from TestMain after m.Run.
 func Cleanup() {
 	mu.Lock()
 	defer mu.Unlock()
-	if shared == nil {
-		return
+	if shared != nil {
+		shared.Close()
+		if u := os.Getenv("DATABASE_URL"); u != "" {
+			_ = drop(context.Background(), u, dbName)
+		}
+		shared = nil
 	}
-	shared.Close()
-	_ = drop(context.Background(), os.Getenv("DATABASE_URL"), dbName)
-	shared = nil
+	stopCluster() // its databases go with it
 }
 
 // NewDatabase creates a uniquely named database next to the one in baseURL,

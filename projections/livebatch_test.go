@@ -270,20 +270,19 @@ func shutdownWhilePollWaits(t *testing.T, p projections.Projection) {
 	l, shutdown := runLogged(pool, slog.New(slog.NewJSONHandler(&logs, nil)), p)
 	waitFor(t, l, first, "waiting_poll")
 
-	// The poll's SELECT locks the projection's offset row (FOR UPDATE): with
-	// its table locked here, the next poll waits. (A row lock would hold the
-	// log's visibility horizon back: it takes a transaction id.)
+	// A poll first takes its group's advisory lock (postgres.LockOffset):
+	// with it held here, as a replay's swap holds it, the next poll waits.
 	ctx := context.Background()
 	holder, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := holder.Exec(ctx, `LOCK TABLE projection_offsets IN EXCLUSIVE MODE`); err != nil {
+	if err := postgres.LockOffset(ctx, holder, "waiting_poll"); err != nil {
 		t.Fatal(err)
 	}
 	appendAgent(t, pool, 2, "Tutor")
-	poll.Must(t, 10*time.Second, "a poll waits for the offset row", func() bool {
+	poll.Must(t, 10*time.Second, "a poll waits for its group's lock", func() bool {
 		var waiting int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%projection_offsets%'`).Scan(&waiting); err != nil {

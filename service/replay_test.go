@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"lectern/eventstore"
 	"lectern/eventstore/esdbfake"
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/projections"
 	"lectern/service"
 )
@@ -293,6 +295,7 @@ func TestReplayWhileWriting(t *testing.T) {
 	var wg sync.WaitGroup
 	var written []int64
 	var writeErr error
+	var writes atomic.Int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -303,9 +306,10 @@ func TestReplayWhileWriting(t *testing.T) {
 				return
 			}
 			written = append(written, id(a, "agent_id"))
+			writes.Add(1)
 		}
 	}()
-	time.Sleep(50 * time.Millisecond)
+	poll.Must(t, 10*time.Second, "writes under way", func() bool { return writes.Load() > 0 })
 	for i := range 3 {
 		replay(t, e, i) // the second, and third, hand over to the handlers
 	}
