@@ -26,7 +26,7 @@ vet:
 
 lint: vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) tool golangci-lint run ./...
 
 stop-db:
 	scripts/pg.sh stop "$$PWD/.data/pg"

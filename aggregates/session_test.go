@@ -315,7 +315,11 @@ func TestCheckFewShotExamples(t *testing.T) {
 	err := aggregates.CheckFewShotExamples([]int64{1, 2, 1, 3}, map[int64]bool{1: true, 3: true})
 	var locs [][]any
 	for _, e := range flatten(err) {
-		locs = append(locs, e.(*derrors.FieldError).Loc)
+		var fe *derrors.FieldError
+		if !errors.As(e, &fe) {
+			t.Fatalf("%v: not a field error", e)
+		}
+		locs = append(locs, fe.Loc)
 	}
 	want := [][]any{{"body", "few_shot_example_ids", 1}, {"body", "few_shot_example_ids", 2}}
 	if diff := cmp.Diff(want, locs); diff != "" {

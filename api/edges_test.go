@@ -33,7 +33,7 @@ func rawRequest(t *testing.T, addr, head string, body []byte, closeWrite bool) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatalf("writing the head: %v", err)
@@ -87,7 +87,7 @@ func TestTruncatedBody(t *testing.T) {
 	body := `{"name":"cut","system_prompt":"sh`
 	head := fmt.Sprintf("POST /agents HTTP/1.1\r\nHost: lectern\r\nAuthorization: Bearer %s\r\nX-Request-ID: %s\r\n"+
 		"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Access, id, len(body)+100)
-	resp, raw := rawRequest(t, strings.TrimPrefix(e.srv.URL, "http://"), head, []byte(body), true)
+	resp, raw := rawRequest(t, strings.TrimPrefix(e.srv.URL, "http://"), head, []byte(body), true) //nolint:bodyclose // rawRequest closes it
 	wantRawDetail(t, resp, raw, http.StatusBadRequest, "The request body could not be read: it ended before its announced length")
 	noErrorLogged(t, e, id)
 	wantBody(t, e.do(t, "GET", "/agents", nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
@@ -108,7 +108,7 @@ func TestSlowBody(t *testing.T) {
 		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n", u.Access, id)
 	// The connection stays open, its body a third written: the server must
 	// answer by itself.
-	resp, raw := rawRequest(t, strings.TrimPrefix(srv.URL, "http://"), head, []byte(`{"name":"slow",`), false)
+	resp, raw := rawRequest(t, strings.TrimPrefix(srv.URL, "http://"), head, []byte(`{"name":"slow",`), false) //nolint:bodyclose // rawRequest closes it
 	wantRawDetail(t, resp, raw, http.StatusRequestTimeout, "The request body did not arrive in time")
 	noErrorLogged(t, e, id)
 }
@@ -127,7 +127,7 @@ func TestBodyTooLargeForAClientThatWritesFirst(t *testing.T) {
 	t.Run("with Content-Length", func(t *testing.T) {
 		head := fmt.Sprintf("POST /agents HTTP/1.1\r\nHost: lectern\r\nAuthorization: Bearer %s\r\n"+
 			"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", u.Access, len(big))
-		resp, raw := rawRequest(t, addr, head, big, false)
+		resp, raw := rawRequest(t, addr, head, big, false) //nolint:bodyclose // rawRequest closes it
 		wantRawDetail(t, resp, raw, http.StatusRequestEntityTooLarge, "Request body too large")
 	})
 	t.Run("chunked", func(t *testing.T) {
@@ -140,7 +140,7 @@ func TestBodyTooLargeForAClientThatWritesFirst(t *testing.T) {
 			rest = rest[n:]
 		}
 		chunked.WriteString("0\r\n\r\n")
-		resp, raw := rawRequest(t, addr, head, []byte(chunked.String()), false)
+		resp, raw := rawRequest(t, addr, head, []byte(chunked.String()), false) //nolint:bodyclose // rawRequest closes it
 		wantRawDetail(t, resp, raw, http.StatusRequestEntityTooLarge, "Request body too large")
 	})
 	wantBody(t, e.do(t, "GET", "/agents", nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)

@@ -328,7 +328,7 @@ func checkTruncated(t *testing.T, e *env, method, path, token string, body []byt
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
 	var head strings.Builder
 	fmt.Fprintf(&head, "%s %s HTTP/1.1\r\nHost: lectern\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", method, path, len(body)+64)

@@ -80,7 +80,7 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			rec := &statusRecorder{ResponseWriter: w}
 			defer func() {
 				if p := recover(); p != nil {
-					if p == http.ErrAbortHandler {
+					if err, ok := p.(error); ok && errors.Is(err, http.ErrAbortHandler) {
 						panic(p)
 					}
 					logger.Error("panic", "panic", p, "stack", string(debug.Stack()), "request_id", requestID(r.Context()))

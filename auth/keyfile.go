@@ -57,7 +57,7 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: creating key file: %w", err)
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	_, err = tmp.WriteString(hex.EncodeToString(raw) + "\n")
 	if err == nil {
 		err = tmp.Chmod(0o600)

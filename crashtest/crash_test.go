@@ -47,7 +47,7 @@ var lecternBinary = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(dir, "lectern")
 	cmd := exec.Command("go", "build", "-o", bin, "lectern/cmd/lectern")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}
 	return bin, nil
 })

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	wnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
+	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
@@ -218,7 +218,7 @@ func (p *sqlPublisher) close() error { return nil }
 type natsPublisher struct {
 	conn      *nats.Conn
 	js        nats.JetStreamContext
-	pub       *wnats.Publisher
+	pub       *wmnats.Publisher
 	topic     string
 	retention time.Duration // the MaxAge of a stream Lectern creates
 
@@ -247,10 +247,10 @@ func newNATSPublisher(url, topic string, retention time.Duration, logger watermi
 		conn.Close()
 		return nil, err
 	}
-	pub, err := wnats.NewPublisherWithNatsConn(conn, wnats.PublisherPublishConfig{
-		Marshaler:         &wnats.NATSMarshaler{},
-		SubjectCalculator: wnats.DefaultSubjectCalculator,
-		JetStream: wnats.JetStreamConfig{
+	pub, err := wmnats.NewPublisherWithNatsConn(conn, wmnats.PublisherPublishConfig{
+		Marshaler:         &wmnats.NATSMarshaler{},
+		SubjectCalculator: wmnats.DefaultSubjectCalculator,
+		JetStream: wmnats.JetStreamConfig{
 			TrackMsgId:     true, // Nats-Msg-Id: the event id
 			ConnectOptions: []nats.JSOpt{nats.MaxWait(publishTimeout)},
 		},
@@ -429,7 +429,9 @@ func (f *Forwarder) runOnce(ctx context.Context, r *projections.Runner) (project
 	for {
 		select {
 		case <-ctx.Done():
-			<-done
+			if err := <-done; err != nil {
+				f.logger.Debug("forwarder runner ended at shutdown", "error", err)
+			}
 			return projections.Status{}, false
 		case err := <-done:
 			if ctx.Err() != nil {
@@ -444,7 +446,9 @@ func (f *Forwarder) runOnce(ctx context.Context, r *projections.Runner) (project
 			for _, st := range r.Statuses() {
 				if st.Name == Name && st.Stalled {
 					cancel()
-					<-done
+					if err := <-done; err != nil {
+						f.logger.Debug("forwarder runner stopped", "error", err)
+					}
 					return st, true
 				}
 			}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
-	wnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
+	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
@@ -61,10 +61,10 @@ func natsTopic(t *testing.T, js nats.JetStreamContext) string {
 // JetStream subscriber with a durable consumer reading from the start.
 func natsSubscriber(t *testing.T, topic string) <-chan *message.Message {
 	t.Helper()
-	sub, err := wnats.NewSubscriber(wnats.SubscriberConfig{
+	sub, err := wmnats.NewSubscriber(wmnats.SubscriberConfig{
 		URL:         "nats://" + natsAddr,
-		Unmarshaler: &wnats.NATSMarshaler{},
-		JetStream: wnats.JetStreamConfig{
+		Unmarshaler: &wmnats.NATSMarshaler{},
+		JetStream: wmnats.JetStreamConfig{
 			DurablePrefix:    "test",
 			SubscribeOptions: []nats.SubOpt{nats.DeliverAll(), nats.AckExplicit()},
 		},

@@ -75,8 +75,8 @@ func startServer(t *testing.T, o serverOptions) *testServer {
 		ln = tls.NewListener(ln, o.implicitTLS)
 	}
 	ts.addr = ln.Addr().String()
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
 	return ts
 }
 
@@ -145,7 +145,7 @@ func (s *session) Data(r io.Reader) error {
 	if err != nil {
 		return err
 	}
-	var body io.Reader = m.Body
+	body := m.Body
 	switch strings.ToLower(m.Header.Get("Content-Transfer-Encoding")) {
 	case "quoted-printable":
 		body = quotedprintable.NewReader(m.Body)

@@ -95,7 +95,7 @@ func TestMiddlewareCountsReraisedPanics(t *testing.T) {
 	r.Get("/abort", func(http.ResponseWriter, *http.Request) { panic(http.ErrAbortHandler) })
 	func() {
 		defer func() {
-			if p := recover(); p != http.ErrAbortHandler {
+			if p := recover(); !isAbort(p) {
 				t.Errorf("recovered %v, want http.ErrAbortHandler passed on", p)
 			}
 		}()
@@ -250,4 +250,10 @@ func grep(body, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// isAbort: p is http.ErrAbortHandler.
+func isAbort(p any) bool {
+	err, ok := p.(error)
+	return ok && errors.Is(err, http.ErrAbortHandler)
 }

@@ -178,7 +178,7 @@ func NewDatabase(ctx context.Context, baseURL string) (*pgxpool.Pool, string, er
 	if err != nil {
 		return nil, "", fmt.Errorf("pgtest: connect %s: %w", baseURL, err)
 	}
-	defer admin.Close(ctx)
+	defer func() { _ = admin.Close(ctx) }()
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return nil, "", fmt.Errorf("pgtest: create database: %w", err)
 	}
@@ -205,7 +205,7 @@ func drop(ctx context.Context, baseURL, name string) error {
 	if err != nil {
 		return err
 	}
-	defer admin.Close(ctx)
+	defer func() { _ = admin.Close(ctx) }()
 	_, err = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	return err
 }

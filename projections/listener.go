@@ -166,7 +166,7 @@ func (l *Listener) listen(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	for _, ch := range []string{postgres.EventsChannel, postgres.PositionsChannel, AuthChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err

@@ -37,7 +37,7 @@ func (t *savepointTx) Exec(ctx context.Context, sql string, args ...any) (pgconn
 	}
 	b.Queue(sql, args...)
 	res := t.Tx.SendBatch(ctx, b)
-	defer res.Close()
+	defer func() { _ = res.Close() }()
 	for range t.pending {
 		if _, err := res.Exec(); err != nil {
 			return pgconn.CommandTag{}, err

@@ -190,7 +190,7 @@ func (q *DB) Session(ctx context.Context, owner, id int64) (SessionDetail, error
 		WHERE r.session_id = $1 AND s.user_id = $2
 		ORDER BY r.turn, r.position`, id, owner)
 	br := q.pool.SendBatch(ctx, b)
-	defer br.Close()
+	defer func() { _ = br.Close() }()
 
 	var out SessionDetail
 	var err error

@@ -179,7 +179,7 @@ func TestEventStoreDBOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	logged := map[string]int{}
 	for after := (eventstore.Position{}); ; {
 		page, err := store.ReadAll(context.Background(), after, 1000)

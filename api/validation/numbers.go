@@ -2,6 +2,7 @@ package validation
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"math/big"
 	"strconv"
@@ -260,8 +261,8 @@ func allDigits(s string) bool {
 }
 
 func isRangeError(err error) bool {
-	ne, ok := err.(*strconv.NumError)
-	return ok && ne.Err == strconv.ErrRange
+	var ne *strconv.NumError
+	return errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange)
 }
 
 func validateBool(loc []any, in any) (any, *ErrorItem) {

@@ -341,7 +341,7 @@ func build() (string, error) {
 	binary = filepath.Join(dir, "lectern")
 	out, err := exec.Command("go", "build", "-o", binary, "./cmd/lectern").CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("build: %v\n%s", err, out)
+		return "", fmt.Errorf("build: %w\n%s", err, out)
 	}
 	return binary, nil
 }
@@ -350,7 +350,7 @@ func build() (string, error) {
 func dbURL(base, dbName string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil || u.Scheme == "" {
-		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL: %v", err)
+		return "", fmt.Errorf("DATABASE_URL must be a postgres:// URL: %w", err)
 	}
 	u.Path = "/" + dbName
 	return u.String(), nil
@@ -361,7 +361,7 @@ func freePort() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	_, port, _ := net.SplitHostPort(l.Addr().String())
 	return port, nil
 }
@@ -388,7 +388,7 @@ func startServer(ctx context.Context, base, dbName string, extraEnv ...string) (
 	create := exec.CommandContext(ctx, bin, "users", "create", "--email", "bench@example.com", "--name", "Bench", "--password", "bench-password", "--admin")
 	create.Env = env
 	if out, err := create.CombinedOutput(); err != nil && !bytes.Contains(out, []byte("already")) {
-		return nil, fmt.Errorf("users create: %v\n%s", err, out)
+		return nil, fmt.Errorf("users create: %w\n%s", err, out)
 	}
 	logs := &bytes.Buffer{}
 	cmd := exec.Command(bin, "serve")
@@ -540,7 +540,7 @@ func (s *server) login(client *http.Client) (string, error) {
 		AccessToken string `json:"access_token"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&tokens); err != nil || tokens.AccessToken == "" {
-		return "", fmt.Errorf("login: %v (status %d)", err, resp.StatusCode)
+		return "", fmt.Errorf("login: %w (status %d)", err, resp.StatusCode)
 	}
 	return tokens.AccessToken, nil
 }

@@ -77,7 +77,7 @@ func practiceBench(ctx context.Context, base string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	catalogue := fmt.Sprintf(`models:
   - {id: 1, name: echo, provider: echo, default: true}
   - {id: 11, name: fake-a, provider: openai, base_url: %q, model: m, timeout: 5s, retries: 0}
@@ -130,7 +130,7 @@ func practiceBench(ctx context.Context, base string) error {
 		start := time.Now()
 		status, err := call(client, "POST", runURL, token, fmt.Sprintf(`{"prompt_text":"Question %d","model_names":["fake-a","fake-b"]}`, i), nil)
 		if err != nil || status != http.StatusCreated {
-			return fmt.Errorf("run: %d %v", status, err)
+			return fmt.Errorf("run: %d %w", status, err)
 		}
 		if i >= 5 { // warm-up
 			turns = append(turns, time.Since(start))

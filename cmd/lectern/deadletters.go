@@ -35,9 +35,9 @@ func projectionsCmd() *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PROJECTION\tEVENT ID\tTYPE\tSTREAM\tPOSITION\tSTATUS\tFAILURES\tLAST FAILED\tERROR")
+			_, _ = fmt.Fprintln(w, "PROJECTION\tEVENT ID\tTYPE\tSTREAM\tPOSITION\tSTATUS\tFAILURES\tLAST FAILED\tERROR")
 			for _, d := range letters {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Projection, d.EventID, d.EventType, d.StreamID, d.Position,
+				_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Projection, d.EventID, d.EventType, d.StreamID, d.Position,
 					d.Status, d.Failures, d.UpdatedAt.UTC().Format(time.RFC3339), d.Error)
 			}
 			return w.Flush()

@@ -62,7 +62,7 @@ func eventsCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("export stopped after %d events: %w", n, err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "exported %d events\n", n)
+			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "exported %d events\n", n)
 			return nil
 		},
 	}
@@ -139,7 +139,7 @@ func copyCmd() *cobra.Command {
 				seen = n
 				if time.Since(lastReport) >= 5*time.Second {
 					lastReport = time.Now()
-					fmt.Fprintf(stderr, "%d events read\n", n)
+					_, _ = fmt.Fprintf(stderr, "%d events read\n", n)
 				}
 			})
 			if err != nil {

@@ -118,7 +118,7 @@ func (p *progress) update(read int64) {
 	}
 	if now := time.Now(); now.Sub(p.last) >= progressEvery {
 		p.last = now
-		fmt.Fprintln(p.w, p.line(now))
+		_, _ = fmt.Fprintln(p.w, p.line(now))
 	}
 }
 

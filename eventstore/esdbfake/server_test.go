@@ -232,7 +232,7 @@ func TestSubscribeToAllFilteredExclusiveCheckpointsCaughtUpLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Close()
+	defer func() { _ = sub.Close() }()
 	var got []uuid.UUID
 	checkpoints, caughtUp := 0, false
 	for !caughtUp {
@@ -285,7 +285,7 @@ func TestSubscribeToStreamFromRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sub.Close()
+	defer func() { _ = sub.Close() }()
 	var revs []uint64
 	for {
 		e := sub.Recv()

@@ -147,7 +147,7 @@ func TestBatchConcurrentWriters(t *testing.T) {
 			for i := range appends {
 				res, err := s.Append(ctx, own, eventstore.Exact(int64(i)), []eventstore.EventData{storetest.Event("own", i)})
 				if err != nil || res.Version != int64(i+1) {
-					errs <- fmt.Errorf("writer %d append %d: %v %+v", w, i, err, res)
+					errs <- fmt.Errorf("writer %d append %d: %w %+v", w, i, err, res)
 					return
 				}
 				// Race everyone else for the next version of a shared stream.
