@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -164,21 +163,21 @@ func (t *pollTx) apply(ctx context.Context, q string, args ...any) error {
 }
 
 // ackedItems returns the items up to the position the offset's update
-// records (the arguments of postgres.Offsets' query: the offset, then the
-// transaction id in decimal). At shutdown watermill-sql may count the last
-// message it delivered as not acked, when the ack and the end of the
-// subscription arrive together: that event is read again at the next start,
-// so its rows must not commit now.
+// records: its postgres.AckedPosition argument (postgres.Offsets puts it
+// there). At shutdown watermill-sql may count the last message it delivered
+// as not acked, when the ack and the end of the subscription arrive together:
+// that event is read again at the next start, so its rows must not commit now.
 func ackedItems(items []setItem, args []any) []setItem {
-	if len(args) < 2 {
+	var acked eventstore.Position
+	found := false
+	for _, a := range args {
+		if p, ok := a.(postgres.AckedPosition); ok {
+			acked, found = p.Position, true
+		}
+	}
+	if !found {
 		return items
 	}
-	offset, ok := args[0].(int64)
-	txid, err := strconv.ParseUint(fmt.Sprint(args[1]), 10, 64)
-	if !ok || err != nil {
-		return items
-	}
-	acked := eventstore.Position{Commit: txid, Prepare: uint64(offset)}
 	n := len(items)
 	for n > 0 {
 		pos, err := eventstore.ParsePosition(items[n-1].m.Position)

@@ -40,9 +40,15 @@ type Projection struct {
 	OnPoison PoisonPolicy
 }
 
+// txFrom is the transaction a message is applied in: the savepoint the
+// runner opened around it, a subscriber's own (ContextWithTx), or
+// watermill-sql's poll transaction (its public TxFromContext).
 func txFrom(ctx context.Context) (pgx.Tx, error) {
 	if sp, ok := ctx.Value(savepointKey{}).(*savepointTx); ok {
 		return sp, nil
+	}
+	if tx, ok := ctx.Value(txKey{}).(pgx.Tx); ok {
+		return tx, nil
 	}
 	wtx, ok := wsql.TxFromContext(ctx)
 	if !ok {

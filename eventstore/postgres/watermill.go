@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"lectern/eventstore"
 )
 
 // Topic is the Watermill topic name of the events table.
@@ -164,7 +167,6 @@ func (Offsets) AckMessageQuery(params wsql.AckMessageQueryParams) (wsql.Query, e
 	if !ok {
 		return wsql.Query{}, errors.New("ack: row without transaction id")
 	}
-	pos := strconv.FormatUint(uint64(txid), 10) + "-" + strconv.FormatInt(params.LastRow.Offset, 10)
 	return wsql.Query{
 		Query: `WITH ack AS (
 			INSERT INTO projection_offsets (offset_acked, last_processed_transaction_id, consumer_group)
@@ -174,9 +176,23 @@ func (Offsets) AckMessageQuery(params wsql.AckMessageQueryParams) (wsql.Query, e
 				last_processed_transaction_id = excluded.last_processed_transaction_id
 			RETURNING 1)
 		SELECT pg_notify('` + PositionsChannel + `', $4) FROM ack`,
-		Args: []any{params.LastRow.Offset, strconv.FormatUint(uint64(txid), 10), params.ConsumerGroup, params.ConsumerGroup + " " + pos},
+		Args: []any{params.LastRow.Offset, strconv.FormatUint(uint64(txid), 10), params.ConsumerGroup,
+			AckedPosition{Group: params.ConsumerGroup, Position: eventstore.Position{Commit: uint64(txid), Prepare: uint64(params.LastRow.Offset)}}},
 	}, nil
 }
+
+// AckedPosition is the argument of the offset's update (AckMessageQuery)
+// that says what it acknowledges: the projection's poll transaction finds it
+// among the statement's arguments by its type, instead of reading meaning
+// into the positions of the others. It is sent as the notification's
+// payload, "<group> <position>".
+type AckedPosition struct {
+	Group    string
+	Position eventstore.Position
+}
+
+// Value implements driver.Valuer.
+func (a AckedPosition) Value() (driver.Value, error) { return a.Group + " " + a.Position.String(), nil }
 
 // DecodeMetadata reads the event metadata JSON a message carries.
 func DecodeMetadata(msg *message.Message, into any) error {
