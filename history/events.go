@@ -163,8 +163,12 @@ func stored(e eventstore.RecordedEvent) (Event, error) {
 }
 
 // secretFields are the members of an event's data never shown in its history.
+// Invite codes are credentials: whoever reads one can join the class.
 var secretFields = map[string][]string{
-	"user.signed_up": {"password_hash"},
+	"user.signed_up":            {"password_hash"},
+	"class.invite_code_issued":  {"code"},
+	"class.invite_code_used":    {"code"},
+	"class.invite_code_revoked": {"code"},
 }
 
 // redact replaces the secret members of data, keeping every other byte (and

@@ -202,3 +202,32 @@ func TestExportRefusesAnEmptyTimeRange(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// Invite codes are credentials: no export shows one, of any of the three
+// events that carry it.
+func TestExportRedactsInviteCodes(t *testing.T) {
+	t.Parallel()
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			store := st.open(t)
+			stream := fmt.Sprintf("class-%d", time.Now().UnixNano())
+			appendEvents(t, store, stream, "class.invite_code_issued", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1","max_uses":30}`)
+			appendEvents(t, store, stream, "class.invite_code_used", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1","used_count":1}`)
+			appendEvents(t, store, stream, "class.invite_code_revoked", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1"}`)
+			lines := export(t, store, history.Filter{Stream: stream})
+			want := []string{
+				`{"class_id":1,"invite_code_id":5,"code":"[redacted]","max_uses":30}`,
+				`{"class_id":1,"invite_code_id":5,"code":"[redacted]","used_count":1}`,
+				`{"class_id":1,"invite_code_id":5,"code":"[redacted]"}`,
+			}
+			var got []string
+			for _, l := range lines {
+				got = append(got, string(l.Data))
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("exported data (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
