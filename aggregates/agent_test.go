@@ -146,16 +146,16 @@ func TestEvolveAgentTimestamps(t *testing.T) {
 }
 
 func TestUserDecisions(t *testing.T) {
-	signedUp := events.UserSignedUp{UserID: 1, Email: "a@b.c", Name: "A", PasswordHash: "h", Roles: []string{"user"}}
+	signedUp := events.UserSignedUp{UserID: 1, Email: "a@b.c", Name: "A", Roles: []string{"user"}}
 	t.Run("sign-up gives the user role", func(t *testing.T) {
-		got, err := aggregates.DecideSignUp(aggregates.User{}, aggregates.SignUp{UserID: 1, Email: "a@b.c", Name: "A", PasswordHash: "h"})
+		got, err := aggregates.DecideSignUp(aggregates.User{}, aggregates.SignUp{UserID: 1, Email: "a@b.c", Name: "A"})
 		checkErr(t, err, nil)
 		if diff := cmp.Diff([]events.Event{signedUp}, got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
 	})
 	t.Run("an admin sign-up gives both roles", func(t *testing.T) {
-		got, _ := aggregates.DecideSignUp(aggregates.User{}, aggregates.SignUp{UserID: 1, Email: "a@b.c", Name: "A", PasswordHash: "h", Admin: true})
+		got, _ := aggregates.DecideSignUp(aggregates.User{}, aggregates.SignUp{UserID: 1, Email: "a@b.c", Name: "A", Admin: true})
 		if diff := cmp.Diff([]string{"user", "admin"}, got[0].(events.UserSignedUp).Roles); diff != "" {
 			t.Errorf("roles (-want +got):\n%s", diff)
 		}

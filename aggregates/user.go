@@ -18,14 +18,13 @@ const (
 
 // User is an account.
 type User struct {
-	ID           int64
-	Email        string
-	Name         string
-	PasswordHash string
-	Roles        []string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	Version      int64
+	ID        int64
+	Email     string
+	Name      string
+	Roles     []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+	Version   int64
 }
 
 // Exists reports whether the user signed up.
@@ -38,8 +37,7 @@ func (u User) HasRole(role string) bool { return slices.Contains(u.Roles, role) 
 func EvolveUser(u User, env events.Envelope) User {
 	switch e := env.Event.(type) {
 	case events.UserSignedUp:
-		u = User{ID: e.UserID, Email: e.Email, Name: e.Name, PasswordHash: e.PasswordHash,
-			Roles: slices.Clone(e.Roles), CreatedAt: env.RecordedAt}
+		u = User{ID: e.UserID, Email: e.Email, Name: e.Name, Roles: slices.Clone(e.Roles), CreatedAt: env.RecordedAt}
 	case events.UserRoleGranted:
 		if !slices.Contains(u.Roles, e.Role) {
 			u.Roles = append(slices.Clone(u.Roles), e.Role)
@@ -51,13 +49,13 @@ func EvolveUser(u User, env events.Envelope) User {
 }
 
 // SignUp is the command to create an account. The e-mail's uniqueness is
-// claimed by the command handler before deciding.
+// claimed, and the password's hash stored with the credentials, by the
+// command handler before deciding: no secret enters the event.
 type SignUp struct {
-	UserID       int64
-	Email        string
-	Name         string
-	PasswordHash string
-	Admin        bool
+	UserID int64
+	Email  string
+	Name   string
+	Admin  bool
 }
 
 // DecideSignUp creates the account with the user role (and admin if asked).
@@ -70,7 +68,7 @@ func DecideSignUp(u User, c SignUp) ([]events.Event, error) {
 		roles = append(roles, RoleAdmin)
 	}
 	return []events.Event{events.UserSignedUp{
-		UserID: c.UserID, Email: c.Email, Name: c.Name, PasswordHash: c.PasswordHash, Roles: roles,
+		UserID: c.UserID, Email: c.Email, Name: c.Name, Roles: roles,
 	}}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"lectern/auth"
+	"lectern/eventstore"
 	"lectern/poll"
 )
 
@@ -675,4 +677,58 @@ func TestAccessTokensEndWithTheirSession(t *testing.T) {
 		}
 		wantBody(t, e.do(t, "GET", "/user/me", nil, bare), http.StatusUnauthorized, refused)
 	})
+}
+
+// An account created before password hashes left the events (its
+// user.signed_up at version 1 holds the hash, and the migration could not
+// copy it: on EventStoreDB it was not projected yet) logs in: the hash is
+// taken from its event, once, into the credentials.
+func TestLoginOfAnAccountFromBeforeTheCredentials(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	ctx := context.Background()
+	var id int64
+	if err := e.pool.QueryRow(ctx, `SELECT nextval('user_ids')`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	email := fmt.Sprintf("legacy-%d@example.com", id)
+	hash, err := auth.HashPassword("correct horse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := fmt.Sprintf("user-%d", id)
+	data, _ := json.Marshal(map[string]any{"user_id": id, "email": email, "name": "Legacy", "password_hash": hash, "roles": []string{"user"}})
+	if _, err := e.pool.Exec(ctx, `INSERT INTO unique_claims (scope, key, owner) VALUES ('user_email', $1, $2)`, email, stream); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.events(t).Append(ctx, stream, eventstore.NoStream, []eventstore.EventData{{
+		ID: uuid.New(), Type: "user.signed_up", SchemaVersion: 1, Data: data, RecordedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+
+	login := func(password string) response {
+		return e.do(t, "POST", "/user/login", map[string]string{"email": email, "password": password}, "")
+	}
+	wantStatus(t, login("wrong horse"), http.StatusUnauthorized)
+	wantStatus(t, login("correct horse"), http.StatusOK)
+	var stored string
+	if err := e.pool.QueryRow(ctx, `SELECT password_hash FROM credentials WHERE user_id = $1`, id).Scan(&stored); err != nil || stored != hash {
+		t.Errorf("credentials after the login: %q, %v", stored, err)
+	}
+}
+
+// A sign-up's password hash is in the credentials, not in its event.
+func TestSignUpKeepsThePasswordOutOfTheEvent(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	var n int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM credentials WHERE user_id = $1 AND password_hash LIKE '$argon2id$%'`,
+		u.ID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("credentials of user %d: %d rows, %v", u.ID, n, err)
+	}
+	evs := e.streamEvents(t, fmt.Sprintf("user-%d", u.ID))
+	if len(evs) != 1 || evs[0].SchemaVersion != 2 || strings.Contains(string(evs[0].Data), "password") || strings.Contains(string(evs[0].Data), "argon2") {
+		t.Errorf("the sign-up event: %+v", evs)
+	}
 }

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -281,15 +282,48 @@ func (i *Identity) CreateUser(ctx context.Context, email, password, name string,
 	if !ok {
 		return aggregates.User{}, Result{}, derrors.New(derrors.ErrConflict, "Email already registered")
 	}
+	// The hash goes to the credentials, never into the event; written first,
+	// so that an account whose event stands always has its password.
+	if _, err := i.d.DB.Exec(ctx, `INSERT INTO credentials (user_id, password_hash, updated_at) VALUES ($1, $2, $3)`,
+		id, hash, i.d.Now().UTC()); err != nil {
+		release(ctx, i.d, emailScope, email, stream)
+		return aggregates.User{}, Result{}, err
+	}
 	user, res, err := create(ctx, i.d, stream, aggregates.EvolveUser, func(u aggregates.User) ([]events.Event, error) {
 		return aggregates.DecideSignUp(u, aggregates.SignUp{
-			UserID: id, Email: email, Name: name, PasswordHash: hash, Admin: admin || i.adminEmails[email],
+			UserID: id, Email: email, Name: name, Admin: admin || i.adminEmails[email],
 		})
 	})
 	if err != nil {
+		_, _ = i.d.DB.Exec(context.WithoutCancel(ctx), `DELETE FROM credentials WHERE user_id = $1`, id)
 		release(ctx, i.d, emailScope, email, stream)
 	}
 	return user, res, err
+}
+
+// passwordHash is the user's password hash from the credentials. An account
+// created before they existed, whose hash the migration could not copy (on
+// EventStoreDB, not yet projected then), has it in its first event
+// (user.signed_up version 1): it is copied into the credentials then.
+func (i *Identity) passwordHash(ctx context.Context, userID int64) (string, error) {
+	var hash string
+	err := i.d.DB.QueryRow(ctx, `SELECT password_hash FROM credentials WHERE user_id = $1`, userID).Scan(&hash)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return hash, err
+	}
+	first, err := i.d.Store.ReadStream(ctx, eventstore.StreamName(events.CategoryUser, userID), eventstore.Forwards, 1, 1)
+	if err != nil {
+		return "", err
+	}
+	var legacy struct {
+		PasswordHash string `json:"password_hash"`
+	}
+	if len(first) == 0 || first[0].Type != "user.signed_up" || json.Unmarshal(first[0].Data, &legacy) != nil || legacy.PasswordHash == "" {
+		return "", fmt.Errorf("user %d has no credentials", userID)
+	}
+	_, err = i.d.DB.Exec(ctx, `INSERT INTO credentials (user_id, password_hash, updated_at) VALUES ($1, $2, $3)
+		ON CONFLICT (user_id) DO NOTHING`, userID, legacy.PasswordHash, first[0].RecordedAt)
+	return legacy.PasswordHash, err
 }
 
 // GrantRole grants a role to a user.
@@ -337,7 +371,11 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 	if err != nil {
 		return Tokens{}, err
 	}
-	ok, err := auth.VerifyPassword(user.PasswordHash, password)
+	hash, err := i.passwordHash(ctx, user.ID)
+	if err != nil {
+		return Tokens{}, err
+	}
+	ok, err := auth.VerifyPassword(hash, password)
 	if err != nil {
 		return Tokens{}, err
 	}

@@ -86,6 +86,7 @@ func (r *Registry) Known(eventType string) bool {
 func NewRegistry() *Registry {
 	r := &Registry{decoders: map[string]func(json.RawMessage) (Event, error){}}
 	register[UserSignedUp](r)
+	r.RegisterUpcaster("user.signed_up", 1, dropPasswordHash)
 	register[UserRoleGranted](r)
 	register[AgentCreated](r)
 	register[AgentUpdated](r)

@@ -1,15 +1,18 @@
 package events
 
+import "encoding/json"
+
 // Stream categories of identity.
 const CategoryUser = "user"
 
 // UserSignedUp: a person created an account (or an operator created one).
+// Its password hash is not part of it (the credentials table holds it);
+// version 1 carried one (password_hash), which upcasting drops.
 type UserSignedUp struct {
-	UserID       int64    `json:"user_id"`
-	Email        string   `json:"email"`
-	Name         string   `json:"name"`
-	PasswordHash string   `json:"password_hash"`
-	Roles        []string `json:"roles"`
+	UserID int64    `json:"user_id"`
+	Email  string   `json:"email"`
+	Name   string   `json:"name"`
+	Roles  []string `json:"roles"`
 }
 
 // UserRoleGranted: a user received a role (admin, partner, assistant).
@@ -22,7 +25,17 @@ type UserRoleGranted struct {
 func (UserSignedUp) EventType() string { return "user.signed_up" }
 
 // SchemaVersion implements Event.
-func (UserSignedUp) SchemaVersion() int { return 1 }
+func (UserSignedUp) SchemaVersion() int { return 2 }
+
+// dropPasswordHash upcasts user.signed_up from version 1: the hash leaves.
+func dropPasswordHash(data json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "password_hash")
+	return json.Marshal(m)
+}
 
 // EventType implements Event.
 func (UserRoleGranted) EventType() string { return "user.role_granted" }

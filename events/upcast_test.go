@@ -119,8 +119,8 @@ func TestDecodeRefusesShapesItCannotReach(t *testing.T) {
 
 func TestEveryRegisteredEventStillDecodesAtVersionOne(t *testing.T) {
 	t.Parallel()
-	// Lectern's own types are all at version 1 with no upcasters: the
-	// version check must not refuse history already stored.
+	// Every type began at version 1: the version check must not refuse
+	// history already stored.
 	e, err := events.NewRegistry().Decode("agent.created", 1, json.RawMessage(`{"agent_id":3,"name":"Tutor"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -138,4 +138,21 @@ func TestDuplicateUpcasterPanics(t *testing.T) {
 		}
 	}()
 	noteRegistry(1).RegisterUpcaster("test.note", 1, addLang)
+}
+
+// A sign-up stored at version 1 held the password hash; read today it has
+// none (the credentials table holds it).
+func TestSignedUpVersionOneLosesItsPasswordHash(t *testing.T) {
+	e, err := events.NewRegistry().Decode("user.signed_up", 1,
+		json.RawMessage(`{"user_id":7,"email":"a@example.com","name":"A","password_hash":"$argon2id$secret","roles":["user"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := events.UserSignedUp{UserID: 7, Email: "a@example.com", Name: "A", Roles: []string{"user"}}
+	if diff := cmp.Diff(want, e); diff != "" {
+		t.Errorf("decoded (-want +got):\n%s", diff)
+	}
+	if raw, _ := json.Marshal(e); strings.Contains(string(raw), "password") {
+		t.Errorf("re-encoded %s", raw)
+	}
 }

@@ -22,17 +22,17 @@ func Users() Projection {
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.UserSignedUp) error {
 			n := len(es)
 			versions, at := metaColumns(ms)
-			ids, emails, names, hashes, roles := make([]int64, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+			ids, emails, names, roles := make([]int64, n), make([]string, n), make([]string, n), make([]string, n)
 			for i, e := range es {
-				ids[i], emails[i], names[i], hashes[i], roles[i] = e.UserID, e.Email, e.Name, e.PasswordHash, textArray(e.Roles)
+				ids[i], emails[i], names[i], roles[i] = e.UserID, e.Email, e.Name, textArray(e.Roles)
 			}
 			_, err := tx.Exec(ctx, `
-				INSERT INTO users (id, email, name, password_hash, roles, created_at, updated_at, version)
-				SELECT id, email, name, password_hash, roles::text[], at, at, version
-				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::bigint[])
-					AS e(id, email, name, password_hash, roles, at, version)
+				INSERT INTO users (id, email, name, roles, created_at, updated_at, version)
+				SELECT id, email, name, roles::text[], at, at, version
+				FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::bigint[])
+					AS e(id, email, name, roles, at, version)
 				ON CONFLICT (id) DO NOTHING`,
-				ids, emails, names, hashes, roles, at, versions)
+				ids, emails, names, roles, at, versions)
 			if err != nil {
 				return err
 			}
@@ -63,21 +63,21 @@ func announceAuthChange(ctx context.Context, tx pgx.Tx) error {
 
 // userRow is a users row as its loader keeps it.
 type userRow struct {
-	id                    int64
-	email, name, password string
-	roles                 []string
+	id          int64
+	email, name string
+	roles       []string
 }
 
 // newUsersLoader folds what Users' handlers apply, for a replay (see Loader).
 func newUsersLoader() Loader {
-	l := newRowLoader("users", []string{"id", "email", "name", "password_hash", "roles"},
-		func(u userRow) []any { return []any{u.id, u.email, u.name, u.password, u.roles} })
+	l := newRowLoader("users", []string{"id", "email", "name", "roles"},
+		func(u userRow) []any { return []any{u.id, u.email, u.name, u.roles} })
 	foldInto(l, func(m events.Meta, e *events.UserSignedUp) {
 		roles := e.Roles
 		if roles == nil {
 			roles = []string{} // NULL otherwise; the handler binds '{}'
 		}
-		l.create(m, e.UserID, userRow{id: e.UserID, email: e.Email, name: e.Name, password: e.PasswordHash, roles: roles})
+		l.create(m, e.UserID, userRow{id: e.UserID, email: e.Email, name: e.Name, roles: roles})
 	})
 	foldInto(l, func(m events.Meta, e *events.UserRoleGranted) {
 		if u := l.change(m, e.UserID); u != nil && !slices.Contains(u.roles, e.Role) {

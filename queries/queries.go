@@ -43,20 +43,19 @@ func notFound(err error, what string) error {
 
 // User is the users read model row.
 type User struct {
-	ID           int64
-	Email        string
-	Name         string
-	PasswordHash string
-	Roles        []string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	ID        int64
+	Email     string
+	Name      string
+	Roles     []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
-const userColumns = `id, email, name, password_hash, roles, created_at, updated_at`
+const userColumns = `id, email, name, roles, created_at, updated_at`
 
 func scanUser(row pgx.Row) (User, error) {
 	var u User
-	err := row.Scan(&u.ID, &u.Email, &u.Name, &u.PasswordHash, &u.Roles, &u.CreatedAt, &u.UpdatedAt)
+	err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Roles, &u.CreatedAt, &u.UpdatedAt)
 	return u, err
 }
 

@@ -179,8 +179,8 @@ func TestUsers(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	q := queries.New(pool)
 	ctx := context.Background()
-	fixture(t, pool, `INSERT INTO users (id, email, name, password_hash, roles, created_at, updated_at, version)
-		VALUES (7, 'ada@example.com', 'Ada', 'hash', '{user,partner}', $1, $1, 2)`, t0)
+	fixture(t, pool, `INSERT INTO users (id, email, name, roles, created_at, updated_at, version)
+		VALUES (7, 'ada@example.com', 'Ada', '{user,partner}', $1, $1, 2)`, t0)
 	u, err := q.UserByEmail(ctx, "ada@example.com")
 	if err != nil || u.ID != 7 || !cmp.Equal(u.Roles, []string{"user", "partner"}) {
 		t.Errorf("UserByEmail = %+v, %v", u, err)

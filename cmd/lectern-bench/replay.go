@@ -131,7 +131,7 @@ func userEvents(id int64, at time.Time) ([][]any, error) {
 	}
 	evs := []ev{
 		{eventstore.StreamName("user", id), 1, events.UserSignedUp{UserID: id, Email: fmt.Sprintf("u%d@example.com", id), Name: "User",
-			PasswordHash: "$argon2id$v=19$m=65536,t=1,p=2$c2FsdA$aGFzaA", Roles: []string{"user"}}},
+			Roles: []string{"user"}}},
 		{eventstore.StreamName("agent", id), 1, events.AgentCreated{AgentID: id, OwnerID: id, Name: "Tutor", SystemPrompt: prompt, IsActive: true}},
 		{eventstore.StreamName("agent", id), 2, events.AgentUpdated{AgentID: id, Name: "Patient tutor", SystemPrompt: prompt, IsActive: true,
 			Changed: []string{"name"}}},
