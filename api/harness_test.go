@@ -150,6 +150,8 @@ type envConfig struct {
 	limits       commands.Limits // other rate limits (zero fields: the defaults)
 	// trustedProxies are the proxies whose forwarding headers count.
 	trustedProxies []netip.Prefix
+	// corsOrigins are the browser origins allowed.
+	corsOrigins []string
 }
 
 // env is one running service and what a test needs to talk to it.
@@ -186,6 +188,7 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		AddressLimit:    addressLimit,
 		Limits:          cfg.limits,
 		TrustedProxies:  cfg.trustedProxies,
+		CORSOrigins:     cfg.corsOrigins,
 		EventStoreURL:   eventStoreURL(t),
 		ConsistencyWait: pgtest.ConsistencyWait,
 	})

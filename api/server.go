@@ -41,6 +41,10 @@ type Deps struct {
 	ConsistencyWait time.Duration
 	// Ready reports whether the service can serve (readiness probe).
 	Ready func(ctx context.Context) error
+	// CORSOrigins are the browser origins (scheme://host[:port], or "*")
+	// allowed to call the API from their pages (LECTERN_CORS_ORIGINS); none
+	// by default, and then a browser's preflight is answered 405.
+	CORSOrigins []string
 	// TrustedProxies are the proxies whose Forwarded and X-Forwarded-For
 	// headers name the client (LECTERN_TRUSTED_PROXIES); none by default.
 	TrustedProxies []netip.Prefix
@@ -95,6 +99,9 @@ func New(deps Deps) (*Server, error) {
 	// Metrics outermost, so it records the 500 accessLog writes on a panic.
 	if deps.Metrics != nil {
 		r.Use(deps.Metrics.Middleware)
+	}
+	if len(deps.CORSOrigins) > 0 {
+		r.Use(corsMiddleware(deps.CORSOrigins))
 	}
 	r.Use(withRequestID, accessLog(deps.Logger), limitBody)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeDetail(w, http.StatusNotFound, "Not Found") })

@@ -50,6 +50,8 @@ type Config struct {
 	Extract knowledge.ExtractLimits
 	// TrustedProxies is api.Deps.TrustedProxies.
 	TrustedProxies []netip.Prefix
+	// CORSOrigins is api.Deps.CORSOrigins.
+	CORSOrigins []string
 	// SkipPoison names the projections that pass over an event they cannot
 	// apply (recording it as a dead letter) instead of stopping at it
 	// (LECTERN_SKIP_POISON).
@@ -332,7 +334,7 @@ func New(cfg Config) (*Service, error) {
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
-		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, Ready: s.ready, Metrics: m,
+		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
 	})
 	if err != nil {
 		return nil, err

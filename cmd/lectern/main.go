@@ -69,6 +69,9 @@ type env struct {
 	// TrustedProxies: LECTERN_TRUSTED_PROXIES, CIDRs or addresses of the
 	// proxies whose forwarding headers name the client (default none).
 	TrustedProxies []netip.Prefix
+	// CORSOrigins: LECTERN_CORS_ORIGINS, the browser origins allowed to
+	// call the API.
+	CORSOrigins []string
 	// SkipPoison: LECTERN_SKIP_POISON, projections that pass over an event
 	// they cannot apply instead of stopping.
 	SkipPoison []string
@@ -120,6 +123,9 @@ func readEnv() (env, error) {
 			e.SkipPoison = append(e.SkipPoison, name)
 		}
 	}
+	origins, oerr := api.ParseCORSOrigins(os.Getenv("LECTERN_CORS_ORIGINS"))
+	err = errors.Join(err, oerr)
+	e.CORSOrigins = origins
 	proxies, perr := api.ParseTrustedProxies(os.Getenv("LECTERN_TRUSTED_PROXIES"))
 	err = errors.Join(err, perr)
 	e.TrustedProxies = proxies
@@ -211,7 +217,7 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 	}
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
-		SkipSessionCheck: os.Getenv("LECTERN_BENCH_SKIP_SESSION_CHECK") == "1", TrustedProxies: e.TrustedProxies,
+		SkipSessionCheck: os.Getenv("LECTERN_BENCH_SKIP_SESSION_CHECK") == "1", TrustedProxies: e.TrustedProxies, CORSOrigins: e.CORSOrigins,
 		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison})
 	if err != nil {
 		pool.Close()
