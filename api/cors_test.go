@@ -16,7 +16,9 @@ import (
 
 const appOrigin = "https://app.example.com"
 
-func preflight(t *testing.T, e *env, path, origin, method, headers string) *http.Response {
+// preflight is a browser's OPTIONS before a cross-origin request: the
+// answer's status and headers.
+func preflight(t *testing.T, e *env, path, origin, method, headers string) answer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodOptions, e.srv.URL+path, nil)
 	if err != nil {
@@ -32,7 +34,12 @@ func preflight(t *testing.T, e *env, path, origin, method, headers string) *http
 		t.Fatal(err)
 	}
 	_ = res.Body.Close()
-	return res
+	return answer{StatusCode: res.StatusCode, Header: res.Header}
+}
+
+type answer struct {
+	StatusCode int
+	Header     http.Header
 }
 
 // A page of an allowed origin may call the API: its preflight is answered
