@@ -92,7 +92,23 @@ func allComponents() schema {
 var statusText = map[int]string{
 	400: "Bad request", 401: "Not authenticated", 403: "Not enough permissions", 404: "Not found",
 	408: "Request body too slow", 409: "Conflict", 413: "Request body too large", 422: "Validation error", 429: "Too many requests",
-	502: "Every model failed",
+	502: "Every model failed", 503: "The event store is unavailable",
+}
+
+// headerRef refers to a header of components.headers.
+func headerRef(name string) schema { return schema{"$ref": "#/components/headers/" + name} }
+
+// responseHeaders are the documented headers of every response.
+func responseHeaders() schema {
+	return schema{
+		"X-Request-ID": schema{"description": "The request's id (the client's X-Request-ID, or one the server made), as in its logs",
+			"schema": schema{"type": "string"}},
+		"X-Event-Position": schema{"description": "Where the write's events stand in the log; send it as X-Min-Position to read your write elsewhere",
+			"schema": schema{"type": "string"}},
+		"X-Projection-Pending": schema{"description": "\"true\" when a read model had not applied the write (or X-Min-Position) within 2 s",
+			"schema": schema{"type": "string", "enum": []string{"true"}}},
+		"Retry-After": schema{"description": "Seconds to wait before trying again", "schema": schema{"type": "integer", "minimum": 1}},
+	}
 }
 
 // openAPI renders the OpenAPI 3.1 document of every operation.
@@ -105,9 +121,11 @@ func (s *Server) openAPI() ([]byte, error) {
 			paths[op.path] = item
 		}
 		o := schema{"operationId": op.id, "summary": op.summary, "tags": []string{op.tag}}
+		o["security"] = []schema{} // public
 		if op.auth {
 			o["security"] = []schema{{"bearer": []string{}}}
 		}
+		write := op.method != http.MethodGet
 		var params []schema
 		for _, f := range op.pathParams {
 			params = append(params, schema{"name": f.Name, "in": "path", "required": true, "schema": f.JSONSchema()})
@@ -141,7 +159,14 @@ func (s *Server) openAPI() ([]byte, error) {
 			}}
 		}
 		responses := schema{}
-		success := schema{"description": http.StatusText(op.status)}
+		successHeaders := schema{"X-Request-ID": headerRef("X-Request-ID")}
+		if op.auth {
+			successHeaders["X-Projection-Pending"] = headerRef("X-Projection-Pending")
+		}
+		if op.auth && write {
+			successHeaders["X-Event-Position"] = headerRef("X-Event-Position")
+		}
+		success := schema{"description": http.StatusText(op.status), "headers": successHeaders}
 		if op.response != "" {
 			success["content"] = schema{"application/json": schema{"schema": ref(op.response)}}
 		}
@@ -157,6 +182,9 @@ func (s *Server) openAPI() ([]byte, error) {
 			// Too large, cut short (400) or too slow (408).
 			errs = append(errs, 413, 400, 408)
 		}
+		if write {
+			errs = append(errs, 503) // EventStoreDB unreachable
+		}
 		sort.Ints(errs)
 		errs = slices.Compact(errs)
 		for _, code := range errs {
@@ -164,7 +192,11 @@ func (s *Server) openAPI() ([]byte, error) {
 			if code == 422 {
 				body = ref("HTTPValidationError")
 			}
-			responses[strconv.Itoa(code)] = schema{"description": statusText[code],
+			headers := schema{"X-Request-ID": headerRef("X-Request-ID")}
+			if code == 429 || code == 503 {
+				headers["Retry-After"] = headerRef("Retry-After")
+			}
+			responses[strconv.Itoa(code)] = schema{"description": statusText[code], "headers": headers,
 				"content": schema{"application/json": schema{"schema": body}}}
 		}
 		o["responses"] = responses
@@ -174,8 +206,11 @@ func (s *Server) openAPI() ([]byte, error) {
 		"openapi": "3.1.0",
 		"info": schema{"title": "Lectern", "version": "1.0.0",
 			"description": "AI practice classrooms: practice chats against language models, agents, classes and enrollments."},
-		"paths": paths,
+		// Relative: the document describes the server that serves it.
+		"servers": []schema{{"url": "/", "description": "the server that serves this document"}},
+		"paths":   paths,
 		"components": schema{
+			"headers":         responseHeaders(),
 			"schemas":         allComponents(),
 			"securitySchemes": schema{"bearer": schema{"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
 		},
