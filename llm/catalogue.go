@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Provider kinds a model can name in models.yaml.

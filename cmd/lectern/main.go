@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -77,9 +78,11 @@ type env struct {
 	SkipPoison []string
 }
 
-func readEnv() (env, error) {
+// readEnv reads the environment, with `make run`'s private cluster and
+// signing key as defaults; needKey: a signing key is required (serve), else
+// a command that issues no token runs without one.
+func readEnv(needKey bool) (env, error) {
 	e := env{
-		DatabaseURL: os.Getenv("DATABASE_URL"),
 		Port:        os.Getenv("PORT"),
 		JWTKey:      os.Getenv("LECTERN_JWT_KEY"),
 		JWTKeyFile:  os.Getenv("LECTERN_JWT_KEY_FILE"),
@@ -94,10 +97,8 @@ func readEnv() (env, error) {
 			e.AdminEmails = append(e.AdminEmails, a)
 		}
 	}
-	var err error
-	if e.DatabaseURL == "" {
-		err = errors.Join(err, errors.New("DATABASE_URL is not set (make run starts a private PostgreSQL and sets it)"))
-	}
+	dbURL, err := databaseURL()
+	e.DatabaseURL = dbURL
 	if lvl := os.Getenv("LECTERN_LOG_LEVEL"); lvl != "" {
 		if uerr := e.LogLevel.UnmarshalText([]byte(lvl)); uerr != nil {
 			err = errors.Join(err, fmt.Errorf("LECTERN_LOG_LEVEL: %w", uerr))
@@ -137,16 +138,26 @@ func readEnv() (env, error) {
 		e.Extract.MaxChunks = n
 	}
 	if e.JWTKey == "" && e.JWTKeyFile == "" {
+		e.JWTKeyFile = defaultKeyFile()
+	}
+	if e.JWTKey == "" && e.JWTKeyFile == "" && needKey {
 		err = errors.Join(err, errors.New("set LECTERN_JWT_KEY (64 hex characters) or LECTERN_JWT_KEY_FILE"))
 	}
 	return e, err
 }
 
+// key is the signing key; with none configured (a command that issues no
+// token), a throwaway one.
 func (e env) key() ([]byte, error) {
-	if e.JWTKey != "" {
+	switch {
+	case e.JWTKey != "":
 		return auth.DecodeKey(e.JWTKey)
+	case e.JWTKeyFile != "":
+		return auth.LoadOrCreateKey(e.JWTKeyFile)
 	}
-	return auth.LoadOrCreateKey(e.JWTKeyFile)
+	key := make([]byte, auth.MinKeyLen)
+	_, err := rand.Read(key)
+	return key, err
 }
 
 func logger(level slog.Level) *slog.Logger {
@@ -182,9 +193,9 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 // connectEnv connects to DATABASE_URL, for the commands that need only the
 // database.
 func connectEnv(ctx context.Context) (*pgxpool.Pool, error) {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		return nil, errors.New("DATABASE_URL is not set")
+	url, err := databaseURL()
+	if err != nil {
+		return nil, err
 	}
 	return connect(ctx, url)
 }
@@ -232,7 +243,7 @@ func serveCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Serve the HTTP API and run the projections",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := readEnv()
+			e, err := readEnv(true)
 			if err != nil {
 				return err
 			}
@@ -342,7 +353,7 @@ func usersCmd() *cobra.Command {
 			if len(password) < 8 {
 				return errors.New("a password of at least 8 characters is required (--password or LECTERN_USER_PASSWORD)")
 			}
-			e, err := readEnv()
+			e, err := readEnv(false)
 			if err != nil {
 				return err
 			}
