@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"lectern/api/validation"
 	"lectern/derrors"
@@ -26,6 +27,8 @@ var (
 		{Name: "category", Kind: validation.String, MaxLength: maxName, Description: "Streams of this category (`user`, `agent`, ...)"},
 		{Name: "type", Kind: validation.String, MaxLength: maxName, Description: "Events of this type (`user.signed_up`, ...)"},
 		{Name: "stream", Kind: validation.String, MaxLength: maxName, Description: "Events of this stream (`user-7`, ...)"},
+		{Name: "since", Kind: validation.DateTime, Description: "Events recorded at or after this date-time"},
+		{Name: "until", Kind: validation.DateTime, Description: "Events recorded before this date-time"},
 	}, eventPageQuery...)
 	streamPath = []validation.Field{{Name: "stream", Kind: validation.String, Required: true, MinLength: 1, MaxLength: maxName}}
 )
@@ -77,6 +80,11 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, in input) er
 	f.Category, _ = in.query.String("category")
 	f.Type, _ = in.query.String("type")
 	f.Stream, _ = in.query.String("stream")
+	f.Since, _ = in.query.Time("since")
+	f.Until, _ = in.query.Time("until")
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
+		return derrors.Invalid([]any{"query", "until"}, f.Until.Format(time.RFC3339Nano), "until must be after since")
+	}
 	return s.eventPage(w, r, in, f)
 }
 

@@ -154,6 +154,11 @@ func TestAdminEventsPageByCursorAndFilter(t *testing.T) {
 		{"type=agent.updated&stream=" + stream, []string{"agent.updated@2", "agent.updated@3"}},
 		{"category=user&stream=" + stream, []string{}},
 		{"stream=" + stream + "&after=" + url.QueryEscape(fmt.Sprint(eventItems(t, all)[1]["position"])), []string{"agent.updated@3"}},
+		// The second event's recorded time: since includes it, until does not.
+		{"stream=" + stream + "&since=" + url.QueryEscape(fmt.Sprint(eventItems(t, all)[1]["recorded_at"])), []string{"agent.updated@2", "agent.updated@3"}},
+		{"stream=" + stream + "&until=" + url.QueryEscape(fmt.Sprint(eventItems(t, all)[1]["recorded_at"])), []string{"agent.created@1"}},
+		{"stream=" + stream + "&since=" + url.QueryEscape(fmt.Sprint(eventItems(t, all)[1]["recorded_at"])) +
+			"&until=" + url.QueryEscape(fmt.Sprint(eventItems(t, all)[2]["recorded_at"])), []string{"agent.updated@2"}},
 	} {
 		res := e.do(t, "GET", "/admin/events?"+tc.query, nil, admin.Access)
 		wantStatus(t, res, http.StatusOK)
@@ -188,6 +193,9 @@ func TestAdminEventsRejectBadQueries(t *testing.T) {
 		wantBody(t, res, http.StatusUnprocessableEntity, fmt.Sprintf(
 			`{"detail":[{"type":"value_error","loc":["query","after"],"msg":"Value error, after is not a position of this event log","input":%q,"ctx":{"error":"after is not a position of this event log"}}]}`, after))
 	}
+	wantStatus(t, e.do(t, "GET", "/admin/events?since=yesterday", nil, admin.Access), http.StatusUnprocessableEntity)
+	wantStatus(t, e.do(t, "GET", "/admin/events?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", nil, admin.Access),
+		http.StatusUnprocessableEntity)
 	for _, limit := range []string{"0", "1001", "x"} {
 		res := e.do(t, "GET", "/admin/events/streams/user-1?limit="+limit, nil, admin.Access)
 		wantStatus(t, res, http.StatusUnprocessableEntity)

@@ -21,6 +21,10 @@ type Filter struct {
 	Stream   string
 	Since    time.Time // recorded at or after
 	Until    time.Time // recorded before
+	// After, for an export, starts it after this position (an exported
+	// line's): an incremental export goes on from the last line of the one
+	// before.
+	After eventstore.Position
 }
 
 // Validate reports every problem with f.
@@ -64,7 +68,7 @@ func Export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (n i
 	out := bufio.NewWriter(w)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
-	q := Query{Filter: f, Limit: pageSize}
+	q := Query{Filter: f, After: f.After, Limit: pageSize}
 	if e, ok := s.(eventstore.LogEnder); ok {
 		if q.End, err = e.LogEnd(ctx); err != nil {
 			return 0, err

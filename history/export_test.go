@@ -231,3 +231,28 @@ func TestExportRedactsInviteCodes(t *testing.T) {
 		})
 	}
 }
+
+// An incremental export starts after the position of the last line of the
+// one before, and writes nothing twice.
+func TestExportAfterAPosition(t *testing.T) {
+	t.Parallel()
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			store := st.open(t)
+			stream := fmt.Sprintf("agent-%d", time.Now().UnixNano())
+			appendEvents(t, store, stream, "agent.created", t0, `{"agent_id":1}`)
+			appendEvents(t, store, stream, "agent.updated", t0, `{"agent_id":1}`)
+			first := export(t, store, history.Filter{Stream: stream})
+			appendEvents(t, store, stream, "agent.updated", t0, `{"agent_id":1}`)
+			after, err := eventstore.ParsePosition(first[len(first)-1].Position)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more := export(t, store, history.Filter{Stream: stream, After: after})
+			if diff := cmp.Diff([]string{stream + "@3"}, summary(more)); diff != "" {
+				t.Errorf("the incremental export (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

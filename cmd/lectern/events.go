@@ -21,7 +21,7 @@ import (
 func eventsCmd() *cobra.Command {
 	events := &cobra.Command{Use: "events", Short: "Read the event log"}
 	var f history.Filter
-	var since, until, output string
+	var since, until, after, output string
 	export := &cobra.Command{
 		Use:   "export",
 		Short: "Write the event log as NDJSON (one event per line), password hashes redacted",
@@ -36,6 +36,11 @@ func eventsCmd() *cobra.Command {
 			}
 			if f.Until, err = parseTimeFlag("--until", until); err != nil {
 				return err
+			}
+			if after != "" {
+				if f.After, err = eventstore.ParsePosition(after); err != nil {
+					return fmt.Errorf("--after %q: want a position such as 1234-56 (an exported line's)", after)
+				}
 			}
 			if err := f.Validate(); err != nil {
 				return err
@@ -72,6 +77,7 @@ func eventsCmd() *cobra.Command {
 	fl.StringVar(&f.Stream, "stream", "", "only this stream (user-7, ...)")
 	fl.StringVar(&since, "since", "", "only events recorded at or after this time (RFC 3339)")
 	fl.StringVar(&until, "until", "", "only events recorded before this time (RFC 3339)")
+	fl.StringVar(&after, "after", "", "only events after this position (the last exported line's): an incremental export")
 	fl.StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
 	events.AddCommand(export, copyCmd())
 	return events
