@@ -39,6 +39,10 @@ func TestMetrics(t *testing.T) {
 		`lectern_projection_stalled{projection="`,
 		`lectern_projection_lag_events{projection="`,
 		`lectern_projection_lag_seconds{projection="`,
+		`lectern_projection_skipped_events_total{projection="`,
+		`lectern_db_pool_acquired_conns{pool="main"} `,
+		`lectern_db_pool_max_conns{pool="projections"} `,
+		`lectern_db_pool_acquire_wait_seconds_total{pool="main"} `,
 		`go_goroutines `,
 	} {
 		if !strings.Contains(body, "\n"+want) {

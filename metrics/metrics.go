@@ -37,6 +37,8 @@ type Metrics struct {
 	inFlight     prometheus.Gauge
 
 	eventsAppended *prometheus.CounterVec
+	appendFailures *prometheus.CounterVec
+	rateLimited    *prometheus.CounterVec
 
 	modelCalls    *prometheus.CounterVec
 	modelDuration *prometheus.HistogramVec
@@ -66,6 +68,14 @@ func New() *Metrics {
 			Namespace: namespace, Subsystem: "events", Name: "appended_total",
 			Help: "Events appended to the event store, by event type.",
 		}, []string{"event_type"}),
+		appendFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "events", Name: "append_failures_total",
+			Help: "Appends the event store refused, by reason: conflict (another write came first; the command retries, or answers 409), unavailable, too_large, other.",
+		}, []string{"reason"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "http", Name: "rate_limited_total",
+			Help: "Requests refused by a rate limit (429), by route pattern.",
+		}, []string{"route"}),
 		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "model", Name: "calls_total",
 			Help: "Model calls, by logical model name and outcome (ok, or the error kind).",
@@ -79,7 +89,7 @@ func New() *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.httpRequests, m.httpDuration, m.inFlight, m.eventsAppended, m.modelCalls, m.modelDuration,
+		m.httpRequests, m.httpDuration, m.inFlight, m.eventsAppended, m.appendFailures, m.rateLimited, m.modelCalls, m.modelDuration,
 	)
 	return m
 }
@@ -142,6 +152,9 @@ func (m *Metrics) observeRequest(r *http.Request, status int, d time.Duration) {
 		method = "OTHER"
 	}
 	code := strconv.Itoa(status)
+	if status == http.StatusTooManyRequests {
+		m.rateLimited.WithLabelValues(route).Inc()
+	}
 	m.httpRequests.WithLabelValues(method, route, code).Inc()
 	m.httpDuration.WithLabelValues(method, route, code).Observe(d.Seconds())
 }

@@ -167,6 +167,7 @@ func TestCountingStore(t *testing.T) {
 	wantLines(t, body,
 		`lectern_events_appended_total{event_type="ClassCreated"} 2`,
 		`lectern_events_appended_total{event_type="StudentEnrolled"} 2`,
+		`lectern_events_append_failures_total{reason="conflict"} 1`,
 	)
 	for _, typ := range []string{"Lost", "Nothing"} {
 		if strings.Contains(body, `event_type="`+typ+`"`) {
@@ -256,4 +257,16 @@ func grep(body, s string) string {
 func isAbort(p any) bool {
 	err, ok := p.(error)
 	return ok && errors.Is(err, http.ErrAbortHandler)
+}
+
+// Refusals by a rate limit are counted by route.
+func TestRateLimitRefusalsCounted(t *testing.T) {
+	m := metrics.New()
+	r := chi.NewRouter()
+	r.Use(m.Middleware)
+	r.Post("/user/login", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTooManyRequests) })
+	for range 2 {
+		r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodPost, "/user/login", nil))
+	}
+	wantLines(t, scrape(t, m), `lectern_http_rate_limited_total{route="/user/login"} 2`)
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 
 	"lectern/eventstore"
 )
@@ -22,6 +23,18 @@ type countingStore struct {
 func (s *countingStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events []eventstore.EventData) (eventstore.AppendResult, error) {
 	res, err := s.Store.Append(ctx, stream, expected, events)
 	if err != nil {
+		reason := "other"
+		switch {
+		case errors.Is(err, eventstore.ErrWrongExpectedVersion):
+			reason = "conflict"
+		case errors.Is(err, eventstore.ErrUnavailable):
+			reason = "unavailable"
+		case errors.Is(err, eventstore.ErrAppendTooLarge):
+			reason = "too_large"
+		case ctx.Err() != nil:
+			return res, err // the caller gave up: not the store's failure
+		}
+		s.m.appendFailures.WithLabelValues(reason).Inc()
 		return res, err
 	}
 	if len(events) == 1 {

@@ -326,6 +326,9 @@ func New(cfg Config) (*Service, error) {
 		lagDB = metrics.ESDBLag(es, cfg.Pool) // behind EventStoreDB's, past esdb_checkpoints
 	}
 	m.RegisterProjections(metrics.Projections(statuses, lagDB))
+	m.RegisterPool("main", cfg.Pool)
+	m.RegisterPool("projections", projPool)
+	m.RegisterPool("downstream", downPool)
 	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool,
 		projPool: projPool, downPool: downPool, closeStore: closeStore, Downstream: forwarder, newDownstreamRunner: newDownstreamRunner}
 	if es != nil {
