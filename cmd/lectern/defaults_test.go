@@ -1,6 +1,8 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,5 +56,28 @@ func TestMakeRunDefaults(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://elsewhere/db")
 	if u, err := databaseURL(); err != nil || u != "postgres://elsewhere/db" {
 		t.Errorf("DATABASE_URL set: %q, %v", u, err)
+	}
+}
+
+// The container health check: exit 0 on a 200 from /readyz, an error else.
+func TestHealthcheck(t *testing.T) {
+	status := http.StatusOK
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(status) }))
+	defer srv.Close()
+	run := func() error {
+		cmd := healthcheckCmd()
+		cmd.SetArgs([]string{"--url", srv.URL + "/readyz"})
+		return cmd.Execute()
+	}
+	if err := run(); err != nil {
+		t.Errorf("ready: %v", err)
+	}
+	status = http.StatusServiceUnavailable
+	if err := run(); err == nil {
+		t.Error("a 503 passed the health check")
+	}
+	srv.Close()
+	if err := run(); err == nil {
+		t.Error("no server passed the health check")
 	}
 }
