@@ -105,6 +105,11 @@ func newSystem(t *testing.T, storeKind string) *system {
 		s.store = postgres.New(pool, nil)
 	}
 	s.run(nil, "users", "create", "--email", "ada@example.com", "--name", "Ada", "--password", "correct horse")
+	// An operator's command records who acted.
+	evs, err := s.store.ReadStream(context.Background(), "user-1", eventstore.Forwards, 1, 1)
+	if err != nil || len(evs) != 1 || !strings.HasPrefix(evs[0].Metadata.Actor, "cli:users create by ") || evs[0].Metadata.CorrelationID == "" {
+		t.Fatalf("the account's event: %+v, %v; want its actor recorded", evs, err)
+	}
 	return s
 }
 

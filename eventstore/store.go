@@ -159,6 +159,9 @@ type Metadata struct {
 	CausationID   string `json:"causation_id,omitempty"`
 	UserID        int64  `json:"user_id,omitempty"`
 	RequestID     string `json:"request_id,omitempty"`
+	// Actor names who acted outside the API: "cli:users create by ops"
+	// for an operator's command line.
+	Actor string `json:"actor,omitempty"`
 }
 
 // EventData is an event to append.

@@ -13,17 +13,21 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"os/user"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"lectern/api"
 	"lectern/auth"
+	"lectern/commands"
+	"lectern/eventstore"
 	"lectern/knowledge"
 	"lectern/llm"
 	"lectern/mail"
@@ -367,7 +371,9 @@ func usersCmd() *cobra.Command {
 			if err := migrations.Up(cmd.Context(), pool); err != nil {
 				return err
 			}
-			user, _, err := svc.Identity.CreateUser(cmd.Context(), email, password, name, admin)
+			ctx := commands.WithMetadata(cmd.Context(), eventstore.Metadata{
+				CorrelationID: uuid.NewString(), Actor: cliActor("users create")})
+			user, _, err := svc.Identity.CreateUser(ctx, email, password, name, admin)
 			if err != nil && admin {
 				// The account exists: grant it the admin role instead.
 				existing, lerr := svc.Identity.UserByEmail(cmd.Context(), email)
@@ -398,4 +404,14 @@ func pprofMux() *http.ServeMux {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// cliActor names an operator's command in event metadata: the command and
+// the account that ran it.
+func cliActor(command string) string {
+	who := "unknown"
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	return "cli:" + command + " by " + who
 }
