@@ -11,6 +11,8 @@ import (
 	"io"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
 	"lectern/eventstore"
 )
 
@@ -62,6 +64,42 @@ const timeFormat = "2006-01-02T15:04:05.000000Z07:00"
 // first waits for the transactions then running to end), and later events are
 // left to the next export.
 func Export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (n int, err error) {
+	return export(ctx, s, w, f, func(e Event) (any, error) {
+		return Line{Position: e.Position.String(), Stream: e.Stream, Version: e.Version, Type: e.Type,
+			SchemaVersion: e.SchemaVersion, Data: e.Data, Metadata: e.Metadata,
+			RecordedAt: e.RecordedAt.UTC().Format(timeFormat), EventID: e.EventID}, nil
+	})
+}
+
+// CloudEvents attributes of ExportCloudEvents' lines.
+const (
+	CloudEventSource     = "/lectern"
+	CloudEventTypePrefix = "lectern."
+)
+
+// ExportCloudEvents is Export with each line a CloudEvent (1.0, structured
+// JSON): id the event id, source /lectern, type lectern.<event type>,
+// subject the stream, time the recorded time, data the stored data (secrets
+// redacted), and the extensions position, streamversion and schemaversion.
+func ExportCloudEvents(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (int, error) {
+	return export(ctx, s, w, f, func(e Event) (any, error) {
+		ce := cloudevents.New(cloudevents.CloudEventsVersionV1)
+		ce.SetID(e.EventID)
+		ce.SetSource(CloudEventSource)
+		ce.SetType(CloudEventTypePrefix + e.Type)
+		ce.SetSubject(e.Stream)
+		ce.SetTime(e.RecordedAt.UTC())
+		ce.SetExtension("position", e.Position.String())
+		ce.SetExtension("streamversion", e.Version)
+		ce.SetExtension("schemaversion", e.SchemaVersion)
+		if err := ce.SetData(cloudevents.ApplicationJSON, e.Data); err != nil {
+			return nil, err
+		}
+		return ce, ce.Validate()
+	})
+}
+
+func export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter, line func(Event) (any, error)) (n int, err error) {
 	if err := f.Validate(); err != nil {
 		return 0, err
 	}
@@ -81,11 +119,12 @@ func Export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (n i
 			return n, fmt.Errorf("export after %s: %w", q.After, err)
 		}
 		for _, e := range page {
-			line := Line{Position: e.Position.String(), Stream: e.Stream, Version: e.Version, Type: e.Type,
-				SchemaVersion: e.SchemaVersion, Data: e.Data, Metadata: e.Metadata,
-				RecordedAt: e.RecordedAt.UTC().Format(timeFormat), EventID: e.EventID}
-			if err := enc.Encode(line); err != nil {
-				return n, fmt.Errorf("export event %s: %w", line.EventID, err)
+			l, err := line(e)
+			if err == nil {
+				err = enc.Encode(l)
+			}
+			if err != nil {
+				return n, fmt.Errorf("export event %s: %w", e.EventID, err)
 			}
 			n++
 		}

@@ -256,3 +256,38 @@ func TestExportAfterAPosition(t *testing.T) {
 		})
 	}
 }
+
+// The CloudEvents export: one structured CloudEvent a line, secrets redacted.
+func TestExportCloudEvents(t *testing.T) {
+	t.Parallel()
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			store := st.open(t)
+			stream := fmt.Sprintf("class-%d", time.Now().UnixNano())
+			appendEvents(t, store, stream, "class.invite_code_issued", t0, `{"class_id":1,"code":"SECRET-1"}`)
+			var buf bytes.Buffer
+			n, err := history.ExportCloudEvents(context.Background(), store, &buf, history.Filter{Stream: stream})
+			if err != nil || n != 1 {
+				t.Fatalf("export: %d, %v", n, err)
+			}
+			var ce map[string]any
+			if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &ce); err != nil {
+				t.Fatalf("%s: %v", buf.String(), err)
+			}
+			for k, want := range map[string]any{"specversion": "1.0", "source": "/lectern", "type": "lectern.class.invite_code_issued",
+				"subject": stream, "datacontenttype": "application/json", "time": "2026-11-21T10:00:00Z", "streamversion": float64(1),
+				"schemaversion": float64(1)} {
+				if ce[k] != want {
+					t.Errorf("%s = %v, want %v", k, ce[k], want)
+				}
+			}
+			if data, ok := ce["data"].(map[string]any); !ok || data["code"] != "[redacted]" {
+				t.Errorf("data %v", ce["data"])
+			}
+			if _, err := eventstore.ParsePosition(fmt.Sprint(ce["position"])); err != nil {
+				t.Errorf("position %v: %v", ce["position"], err)
+			}
+		})
+	}
+}

@@ -21,7 +21,7 @@ import (
 func eventsCmd() *cobra.Command {
 	events := &cobra.Command{Use: "events", Short: "Read the event log"}
 	var f history.Filter
-	var since, until, after, output string
+	var since, until, after, output, format string
 	export := &cobra.Command{
 		Use:   "export",
 		Short: "Write the event log as NDJSON (one event per line), password hashes redacted",
@@ -63,7 +63,15 @@ func eventsCmd() *cobra.Command {
 				}()
 				w = file
 			}
-			n, err := history.Export(cmd.Context(), store, w, f)
+			exportTo := history.Export
+			switch format {
+			case "lines":
+			case "cloudevents":
+				exportTo = history.ExportCloudEvents
+			default:
+				return fmt.Errorf("--format %q: want lines or cloudevents", format)
+			}
+			n, err := exportTo(cmd.Context(), store, w, f)
 			if err != nil {
 				return fmt.Errorf("export stopped after %d events: %w", n, err)
 			}
@@ -79,6 +87,7 @@ func eventsCmd() *cobra.Command {
 	fl.StringVar(&until, "until", "", "only events recorded before this time (RFC 3339)")
 	fl.StringVar(&after, "after", "", "only events after this position (the last exported line's): an incremental export")
 	fl.StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
+	fl.StringVar(&format, "format", "lines", "lines (Lectern's NDJSON), or cloudevents (one CloudEvent 1.0, structured JSON, a line)")
 	events.AddCommand(export, copyCmd())
 	return events
 }
