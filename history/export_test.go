@@ -96,12 +96,7 @@ func summary(lines []history.Line) []string {
 
 func TestExportFiltersAndRedacts(t *testing.T) {
 	t.Parallel()
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			testExportFiltersAndRedacts(t, st.open(t))
-		})
-	}
+	onEachStore(t, testExportFiltersAndRedacts)
 }
 
 func testExportFiltersAndRedacts(t *testing.T, store eventstore.Store) {
@@ -157,12 +152,7 @@ func testExportFiltersAndRedacts(t *testing.T, store eventstore.Store) {
 
 func TestExportPagesThroughALongLog(t *testing.T) {
 	t.Parallel()
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			testExportPagesThroughALongLog(t, st.open(t))
-		})
-	}
+	onEachStore(t, testExportPagesThroughALongLog)
 }
 
 func testExportPagesThroughALongLog(t *testing.T, store eventstore.Store) {
@@ -207,87 +197,86 @@ func TestExportRefusesAnEmptyTimeRange(t *testing.T) {
 // events that carry it.
 func TestExportRedactsInviteCodes(t *testing.T) {
 	t.Parallel()
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			store := st.open(t)
-			stream := fmt.Sprintf("class-%d", time.Now().UnixNano())
-			appendEvents(t, store, stream, "class.invite_code_issued", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1","max_uses":30}`)
-			appendEvents(t, store, stream, "class.invite_code_used", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1","used_count":1}`)
-			appendEvents(t, store, stream, "class.invite_code_revoked", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1"}`)
-			lines := export(t, store, history.Filter{Stream: stream})
-			want := []string{
-				`{"class_id":1,"invite_code_id":5,"code":"[redacted]","max_uses":30}`,
-				`{"class_id":1,"invite_code_id":5,"code":"[redacted]","used_count":1}`,
-				`{"class_id":1,"invite_code_id":5,"code":"[redacted]"}`,
-			}
-			var got []string
-			for _, l := range lines {
-				got = append(got, string(l.Data))
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("exported data (-want +got):\n%s", diff)
-			}
-		})
-	}
+	onEachStore(t, func(t *testing.T, store eventstore.Store) {
+		stream := fmt.Sprintf("class-%d", time.Now().UnixNano())
+		appendEvents(t, store, stream, "class.invite_code_issued", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1","max_uses":30}`)
+		appendEvents(t, store, stream, "class.invite_code_used", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1","used_count":1}`)
+		appendEvents(t, store, stream, "class.invite_code_revoked", t0, `{"class_id":1,"invite_code_id":5,"code":"SECRET-1"}`)
+		lines := export(t, store, history.Filter{Stream: stream})
+		want := []string{
+			`{"class_id":1,"invite_code_id":5,"code":"[redacted]","max_uses":30}`,
+			`{"class_id":1,"invite_code_id":5,"code":"[redacted]","used_count":1}`,
+			`{"class_id":1,"invite_code_id":5,"code":"[redacted]"}`,
+		}
+		var got []string
+		for _, l := range lines {
+			got = append(got, string(l.Data))
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("exported data (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // An incremental export starts after the position of the last line of the
 // one before, and writes nothing twice.
 func TestExportAfterAPosition(t *testing.T) {
 	t.Parallel()
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			store := st.open(t)
-			stream := fmt.Sprintf("agent-%d", time.Now().UnixNano())
-			appendEvents(t, store, stream, "agent.created", t0, `{"agent_id":1}`)
-			appendEvents(t, store, stream, "agent.updated", t0, `{"agent_id":1}`)
-			first := export(t, store, history.Filter{Stream: stream})
-			appendEvents(t, store, stream, "agent.updated", t0, `{"agent_id":1}`)
-			after, err := eventstore.ParsePosition(first[len(first)-1].Position)
-			if err != nil {
-				t.Fatal(err)
-			}
-			more := export(t, store, history.Filter{Stream: stream, After: after})
-			if diff := cmp.Diff([]string{stream + "@3"}, summary(more)); diff != "" {
-				t.Errorf("the incremental export (-want +got):\n%s", diff)
-			}
-		})
-	}
+	onEachStore(t, func(t *testing.T, store eventstore.Store) {
+		stream := fmt.Sprintf("agent-%d", time.Now().UnixNano())
+		appendEvents(t, store, stream, "agent.created", t0, `{"agent_id":1}`)
+		appendEvents(t, store, stream, "agent.updated", t0, `{"agent_id":1}`)
+		first := export(t, store, history.Filter{Stream: stream})
+		appendEvents(t, store, stream, "agent.updated", t0, `{"agent_id":1}`)
+		after, err := eventstore.ParsePosition(first[len(first)-1].Position)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more := export(t, store, history.Filter{Stream: stream, After: after})
+		if diff := cmp.Diff([]string{stream + "@3"}, summary(more)); diff != "" {
+			t.Errorf("the incremental export (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // The CloudEvents export: one structured CloudEvent a line, secrets redacted.
 func TestExportCloudEvents(t *testing.T) {
 	t.Parallel()
+	onEachStore(t, func(t *testing.T, store eventstore.Store) {
+		stream := fmt.Sprintf("class-%d", time.Now().UnixNano())
+		appendEvents(t, store, stream, "class.invite_code_issued", t0, `{"class_id":1,"code":"SECRET-1"}`)
+		var buf bytes.Buffer
+		n, err := history.ExportCloudEvents(context.Background(), store, &buf, history.Filter{Stream: stream})
+		if err != nil || n != 1 {
+			t.Fatalf("export: %d, %v", n, err)
+		}
+		var ce map[string]any
+		if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &ce); err != nil {
+			t.Fatalf("%s: %v", buf.String(), err)
+		}
+		for k, want := range map[string]any{"specversion": "1.0", "source": "/lectern", "type": "lectern.class.invite_code_issued",
+			"subject": stream, "datacontenttype": "application/json", "time": "2026-11-21T10:00:00Z", "streamversion": float64(1),
+			"schemaversion": float64(1)} {
+			if ce[k] != want {
+				t.Errorf("%s = %v, want %v", k, ce[k], want)
+			}
+		}
+		if data, ok := ce["data"].(map[string]any); !ok || data["code"] != "[redacted]" {
+			t.Errorf("data %v", ce["data"])
+		}
+		if _, err := eventstore.ParsePosition(fmt.Sprint(ce["position"])); err != nil {
+			t.Errorf("position %v: %v", ce["position"], err)
+		}
+	})
+}
+
+// onEachStore runs test, in parallel, on each store of the package.
+func onEachStore(t *testing.T, test func(t *testing.T, store eventstore.Store)) {
+	t.Helper()
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			store := st.open(t)
-			stream := fmt.Sprintf("class-%d", time.Now().UnixNano())
-			appendEvents(t, store, stream, "class.invite_code_issued", t0, `{"class_id":1,"code":"SECRET-1"}`)
-			var buf bytes.Buffer
-			n, err := history.ExportCloudEvents(context.Background(), store, &buf, history.Filter{Stream: stream})
-			if err != nil || n != 1 {
-				t.Fatalf("export: %d, %v", n, err)
-			}
-			var ce map[string]any
-			if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &ce); err != nil {
-				t.Fatalf("%s: %v", buf.String(), err)
-			}
-			for k, want := range map[string]any{"specversion": "1.0", "source": "/lectern", "type": "lectern.class.invite_code_issued",
-				"subject": stream, "datacontenttype": "application/json", "time": "2026-11-21T10:00:00Z", "streamversion": float64(1),
-				"schemaversion": float64(1)} {
-				if ce[k] != want {
-					t.Errorf("%s = %v, want %v", k, ce[k], want)
-				}
-			}
-			if data, ok := ce["data"].(map[string]any); !ok || data["code"] != "[redacted]" {
-				t.Errorf("data %v", ce["data"])
-			}
-			if _, err := eventstore.ParsePosition(fmt.Sprint(ce["position"])); err != nil {
-				t.Errorf("position %v: %v", ce["position"], err)
-			}
+			test(t, st.open(t))
 		})
 	}
 }

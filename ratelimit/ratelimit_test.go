@@ -194,24 +194,10 @@ func TestTakeConcurrent(t *testing.T) {
 	t.Parallel()
 	l, _, _ := newLimiter(t)
 	b, w := bucket(t), ratelimit.Window{N: 5, Size: time.Hour}
-	var mu sync.Mutex
-	allowed := 0
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Go(func() {
-			_, d, err := l.Take(context.Background(), b, w)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if d.OK {
-				mu.Lock()
-				allowed++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	allowed := concurrentHits(t, 40, func() (ratelimit.Decision, error) {
+		_, d, err := l.Take(context.Background(), b, w)
+		return d, err
+	})
 	if allowed != w.N {
 		t.Errorf("%d of 40 concurrent hits allowed, want %d", allowed, w.N)
 	}
@@ -221,24 +207,7 @@ func TestAllowConcurrent(t *testing.T) {
 	t.Parallel()
 	l, _, _ := newLimiter(t)
 	b, r := bucket(t), ratelimit.Rate{N: 7, Per: time.Hour}
-	var mu sync.Mutex
-	allowed := 0
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Go(func() {
-			d, err := l.Allow(context.Background(), b, r)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if d.OK {
-				mu.Lock()
-				allowed++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
+	allowed := concurrentHits(t, 40, func() (ratelimit.Decision, error) { return l.Allow(context.Background(), b, r) })
 	if allowed != r.N {
 		t.Errorf("%d of 40 concurrent hits allowed, want %d", allowed, r.N)
 	}
@@ -399,4 +368,28 @@ func TestAddressKey(t *testing.T) {
 			t.Errorf("AddressKey(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// concurrentHits makes n hits at once and counts those allowed.
+func concurrentHits(t *testing.T, n int, hit func() (ratelimit.Decision, error)) int {
+	t.Helper()
+	var mu sync.Mutex
+	allowed := 0
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			d, err := hit()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if d.OK {
+				mu.Lock()
+				allowed++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return allowed
 }
