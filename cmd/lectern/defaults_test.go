@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -79,5 +80,20 @@ func TestHealthcheck(t *testing.T) {
 	srv.Close()
 	if err := run(); err == nil {
 		t.Error("no server passed the health check")
+	}
+}
+
+// An export reports the lines it has written, however its writes are cut.
+func TestLineCounter(t *testing.T) {
+	var buf strings.Builder
+	var seen []int64
+	c := &lineCounter{w: &buf, lines: func(n int64) { seen = append(seen, n) }}
+	for _, part := range []string{"{\"a\":1}\n{\"a\"", ":2}\n", "{\"a\":3}\n{\"a\":4}\n"} {
+		if _, err := c.Write([]byte(part)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(seen) != "[1 2 4]" || buf.Len() != 32 {
+		t.Errorf("reported %v after %d bytes", seen, buf.Len())
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -71,7 +72,10 @@ func eventsCmd() *cobra.Command {
 			default:
 				return fmt.Errorf("--format %q: want lines or cloudevents", format)
 			}
-			n, err := exportTo(cmd.Context(), store, w, f)
+			// Lines written, counted for the progress report on stderr.
+			progress := newProgress(cmd.ErrOrStderr(), -1, "export")
+			n, err := exportTo(cmd.Context(), store, &lineCounter{w: w, lines: progress.update}, f)
+			progress.done()
 			if err != nil {
 				return fmt.Errorf("export stopped after %d events: %w", n, err)
 			}
@@ -184,4 +188,20 @@ func parseTimeFlag(name, value string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%s: want an RFC 3339 time such as 2026-11-21T10:00:00Z: %w", name, err)
 	}
 	return t, nil
+}
+
+// lineCounter passes writes through and reports the lines written so far.
+type lineCounter struct {
+	w     io.Writer
+	n     int64
+	lines func(int64)
+}
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if k := int64(bytes.Count(p[:n], []byte{'\n'})); k > 0 {
+		c.n += k
+		c.lines(c.n)
+	}
+	return n, err
 }

@@ -53,7 +53,7 @@ func replayCmd() *cobra.Command {
 					return err
 				}
 			}
-			progress := newProgress(cmd.ErrOrStderr(), total)
+			progress := newProgress(cmd.ErrOrStderr(), total, "replay")
 			r.Progress = progress.update
 			start := time.Now()
 			results, err := r.Replay(cmd.Context(), ps...)
@@ -76,26 +76,31 @@ func replayCmd() *cobra.Command {
 	return cmd
 }
 
-// progress shows a replay's progress: a bar with events/s and the time left
-// on a terminal, plain lines every few seconds otherwise (logs, CI).
+// progress shows a replay's or an export's progress: a bar with events/s
+// and the time left on a terminal, plain lines every few seconds otherwise
+// (logs, CI).
 type progress struct {
-	mu    sync.Mutex
-	bar   *progressbar.ProgressBar
-	w     io.Writer
-	total int64
-	n     int64
-	start time.Time
-	last  time.Time
+	mu        sync.Mutex
+	bar       *progressbar.ProgressBar
+	w         io.Writer
+	operation string
+	total     int64
+	n         int64
+	start     time.Time
+	last      time.Time
 }
 
 const progressEvery = 5 * time.Second
 
-func newProgress(w io.Writer, total int64) *progress {
-	p := &progress{w: w, total: total, start: time.Now(), last: time.Now()}
+// newProgress reports the progress of an operation (replay, export) over
+// total events (-1: unknown) to w: a bar on a terminal, else a line every
+// progressEvery.
+func newProgress(w io.Writer, total int64, operation string) *progress {
+	p := &progress{w: w, total: total, start: time.Now(), last: time.Now(), operation: operation}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		p.bar = progressbar.NewOptions64(total,
 			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetDescription("replaying"),
+			progressbar.OptionSetDescription(operation),
 			progressbar.OptionShowCount(),
 			progressbar.OptionShowIts(),
 			progressbar.OptionSetItsString("events"),
@@ -123,11 +128,12 @@ func (p *progress) update(read int64) {
 }
 
 // line is "replay: 120000/1000000 events (12%), 95000 events/s, 9s left".
+
 func (p *progress) line(now time.Time) string {
 	elapsed := now.Sub(p.start).Seconds()
 	rate := float64(p.n) / elapsed
 	if p.total < 0 {
-		return fmt.Sprintf("replay: %d events, %.0f events/s", p.n, rate)
+		return fmt.Sprintf("%s: %d events, %.0f events/s", p.operation, p.n, rate)
 	}
 	pct, left := 100.0, time.Duration(0)
 	if p.total > 0 {
@@ -136,7 +142,7 @@ func (p *progress) line(now time.Time) string {
 	if rate > 0 && p.total > p.n {
 		left = time.Duration(float64(p.total-p.n) / rate * float64(time.Second))
 	}
-	return fmt.Sprintf("replay: %d/%d events (%.0f%%), %.0f events/s, %s left", p.n, p.total, pct, rate, left.Round(time.Second))
+	return fmt.Sprintf("%s: %d/%d events (%.0f%%), %.0f events/s, %s left", p.operation, p.n, p.total, pct, rate, left.Round(time.Second))
 }
 
 func (p *progress) done() {
