@@ -109,13 +109,21 @@ func browser(t *testing.T) string {
 func TestCORSInABrowser(t *testing.T) {
 	t.Parallel()
 	chromium := browser(t)
-	page := httptest.NewServer(nil) // its origin, for the API's allow-list
-	e := newEnv(t, envConfig{corsOrigins: []string{page.URL}})
+	// The page's server is started once its page is written: its origin is
+	// known before, for the API's allow-list.
+	var html string
+	page := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = w.Write([]byte(html))
+	}))
+	t.Cleanup(page.Close)
+	origin := "http://" + page.Listener.Addr().String()
+	e := newEnv(t, envConfig{corsOrigins: []string{origin}})
 	email := fmt.Sprintf("browser-%d@example.com", time.Now().UnixNano())
 	if _, _, err := e.svc.Identity.CreateUser(context.Background(), email, "correct horse", "Browser", false); err != nil {
 		t.Fatal(err)
 	}
-	html := `<!doctype html><html><body><pre id="out">pending</pre><script>
+	html = `<!doctype html><html><body><pre id="out">pending</pre><script>
 (async () => {
   const out = document.getElementById("out");
   try {
@@ -133,11 +141,7 @@ func TestCORSInABrowser(t *testing.T) {
   }
 })();
 </script></body></html>`
-	page.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/html")
-		_, _ = w.Write([]byte(html))
-	})
-	t.Cleanup(page.Close)
+	page.Start()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
