@@ -127,34 +127,51 @@ func (s *system) run(extra []string, args ...string) {
 // ready; the process is killed when the test ends.
 func (s *system) start(extra ...string) {
 	s.t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	s.port = strconv.Itoa(lis.Addr().(*net.TCPAddr).Port)
-	_ = lis.Close()
-	cmd := exec.Command(s.bin, "serve")
-	cmd.Env = append(append(os.Environ(), s.env...), append([]string{"PORT=" + s.port}, extra...)...)
-	cmd.Stdout, cmd.Stderr = io.Discard, s.logs
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	s.serve, s.exit = cmd, make(chan error, 1)
-	go func() { s.exit <- cmd.Wait() }()
-	s.t.Cleanup(func() { _ = cmd.Process.Kill() })
-	poll.Must(s.t, 60*time.Second, "lectern serve ready", func() bool {
-		select {
-		case err := <-s.exit:
-			s.t.Fatalf("lectern serve exited: %v\n%s", err, s.logs)
-		default:
-		}
-		res, err := http.Get(s.url("/readyz"))
+	// The port is free when chosen but may be taken before the child binds
+	// it (other tests run alongside): a bind failure picks another.
+	for attempt := 1; ; attempt++ {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
-			return false
+			s.t.Fatal(err)
 		}
-		_ = res.Body.Close()
-		return res.StatusCode == http.StatusOK
-	})
+		s.port = strconv.Itoa(lis.Addr().(*net.TCPAddr).Port)
+		_ = lis.Close()
+		s.logs.Reset()
+		cmd := exec.Command(s.bin, "serve")
+		cmd.Env = append(append(os.Environ(), s.env...), append([]string{"PORT=" + s.port}, extra...)...)
+		cmd.Stdout, cmd.Stderr = io.Discard, s.logs
+		if err := cmd.Start(); err != nil {
+			s.t.Fatal(err)
+		}
+		s.serve, s.exit = cmd, make(chan error, 1)
+		go func() { s.exit <- cmd.Wait() }()
+		s.t.Cleanup(func() { _ = cmd.Process.Kill() })
+		var exited error
+		died := false
+		ready := poll.Until(60*time.Second, func() bool {
+			select {
+			case exited = <-s.exit:
+				died = true
+				return true
+			default:
+			}
+			res, err := http.Get(s.url("/readyz"))
+			if err != nil {
+				return false
+			}
+			_ = res.Body.Close()
+			return res.StatusCode == http.StatusOK
+		})
+		switch {
+		case died && strings.Contains(s.logs.String(), "address already in use") && attempt < 5:
+			continue
+		case died:
+			s.t.Fatalf("lectern serve exited: %v\n%s", exited, s.logs)
+		case !ready:
+			s.t.Fatalf("lectern serve not ready within 60 s")
+		}
+		break
+	}
 	if s.token == "" {
 		var out struct {
 			Access string `json:"access_token"`
