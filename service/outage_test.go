@@ -1,6 +1,8 @@
 package service_test
 
 import (
+	"log/slog"
+	"os"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -44,7 +46,7 @@ func TestEventStoreDBOutage(t *testing.T) {
 	}
 	t.Cleanup(fake.Close)
 	pool := pgtest.Fresh(t)
-	svc, base, _ := serve(t, service.Config{Pool: pool, EventStoreURL: fake.URL()})
+	svc, base, _ := serve(t, service.Config{Pool: pool, EventStoreURL: fake.URL(), Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))})
 	if _, _, err := svc.Identity.CreateUser(context.Background(), "ada@example.com", "correct horse", "Ada", false); err != nil {
 		t.Fatal(err)
 	}

@@ -180,24 +180,34 @@ func errorCode(err error) (client.ErrorCode, bool) {
 	return 0, false
 }
 
-// transient: the server could not be reached or did not answer in time; the
-// same call may succeed later.
+// transient: the server could not be reached, or the connection failed
+// under the call, or no answer came in time; the same call may succeed
+// later. The client reports a connection torn down under a call with the
+// code of whatever gRPC said (Unavailable, but also Internal, Canceled or
+// Unknown for a stream reset by a stopping server), so every failure that is
+// not one of the server's answers about the data counts.
 func transient(err error) bool {
 	if errors.Is(err, eventstore.ErrUnavailable) {
 		return true
 	}
 	code, ok := errorCode(err)
 	if !ok {
+		switch grpcCode(err) {
+		case codes.Unavailable, codes.Aborted, codes.DeadlineExceeded, codes.Internal, codes.Canceled, codes.ResourceExhausted:
+			return true
+		}
 		return false
 	}
-	if gaveUp(err) {
-		return true
-	}
 	switch code {
-	case client.ErrorCodeConnectionClosed, client.ErrorUnavailable, client.ErrorAborted, client.ErrorCodeDeadlineExceeded:
-		return true
+	case client.ErrorCodeWrongExpectedVersion, client.ErrorCodeResourceNotFound, client.ErrorCodeStreamDeleted,
+		client.ErrorCodeAccessDenied, client.ErrorCodeUnauthenticated, client.ErrorCodeUnsupportedFeature,
+		client.ErrorCodeResourceAlreadyExists, client.ErrorCodeParsing:
+		return false // the server's answer about the request: retrying changes nothing
+	case client.ErrorCodeUnknown:
+		// A position refused (InvalidArgument) is an answer too.
+		return grpcCode(err) != codes.InvalidArgument
 	}
-	return false
+	return true
 }
 
 // classify marks transient failures as eventstore.ErrUnavailable, which the
