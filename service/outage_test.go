@@ -1,12 +1,12 @@
 package service_test
 
 import (
-	"log/slog"
-	"os"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
