@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 // One run deletes exactly what has had its day, in every table, and counts it.
 func TestRunOncePurgesWhatExpired(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.Pool(t)
+	db := pgtest.Fresh(t) // it reads whole tables: a database of its own, each run
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	exec := func(sql string, args ...any) {
 		t.Helper()
