@@ -277,7 +277,10 @@ func (k *Knowledge) RunOneJob(ctx context.Context) (bool, error) {
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = 'running', started_at = COALESCE(started_at, $2),
+		// Replicas' clocks differ, and now was read before the claim: the
+		// job never starts before it was requested.
+		_, err = tx.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = 'running',
+			started_at = COALESCE(started_at, GREATEST($2, requested_at)),
 			lease_until = $3 WHERE job_id = $1`, jobID, now, now.Add(k.Lease))
 		return err
 	})
@@ -314,7 +317,7 @@ func (k *Knowledge) runJob(ctx context.Context, jobID, knowledgeID int64) error 
 	if finish.Error != nil {
 		status = aggregates.JobFailed
 	}
-	_, err = k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = $2, finished_at = $3, error = $4, lease_until = NULL,
+	_, err = k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = $2, finished_at = GREATEST($3, started_at), error = $4, lease_until = NULL,
 		chunks_total = CASE WHEN $2 = 'completed' THEN $5 ELSE chunks_total END,
 		chunks_done = CASE WHEN $2 = 'completed' THEN $5 ELSE chunks_done END
 		WHERE job_id = $1`, jobID, status, k.d.Now().UTC().Truncate(time.Microsecond), finish.Error, total)
