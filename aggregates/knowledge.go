@@ -41,6 +41,11 @@ type KnowledgeDocument struct {
 	Title       string
 	ContentType string
 	Size        int64
+	// ContentHash and ContentSize address the document's text, a blob of
+	// its owner's; Content holds the text of a document recorded before
+	// blobs (schema version 1 of its upload), and is empty otherwise.
+	ContentHash string
+	ContentSize int64
 	Content     string
 	Settings    KnowledgeSettings
 	CreatedAt   time.Time
@@ -65,7 +70,7 @@ func EvolveKnowledgeDocument(d KnowledgeDocument, env events.Envelope) Knowledge
 	switch e := env.Event.(type) {
 	case events.KnowledgeDocumentUploaded:
 		d = KnowledgeDocument{ID: e.KnowledgeID, OwnerID: e.UserID, Title: e.Title, ContentType: e.ContentType,
-			Size: e.Size, Content: e.Content, CreatedAt: env.RecordedAt, UpdatedAt: env.RecordedAt,
+			Size: e.Size, ContentHash: e.ContentHash, ContentSize: e.ContentSize, Content: e.Content, CreatedAt: env.RecordedAt, UpdatedAt: env.RecordedAt,
 			Settings: KnowledgeSettings{KnowledgeSearchSettings: e.Settings, CreatedAt: env.RecordedAt, UpdatedAt: env.RecordedAt}}
 	case events.KnowledgeSettingsChanged:
 		d.Settings.KnowledgeSearchSettings = e.Settings
@@ -99,6 +104,10 @@ type UploadKnowledgeDocument struct {
 	ContentType string
 	Size        int64
 	Content     string
+	// ContentHash and ContentSize are the address of Content, stored as a
+	// blob before the decision (the event carries the address, not the text).
+	ContentHash string
+	ContentSize int64
 }
 
 // DecideUploadKnowledgeDocument records the upload with the default search
@@ -120,7 +129,8 @@ func DecideUploadKnowledgeDocument(d KnowledgeDocument, c UploadKnowledgeDocumen
 		return nil, err
 	}
 	return []events.Event{events.KnowledgeDocumentUploaded{KnowledgeID: c.KnowledgeID, UserID: c.OwnerID, Title: c.Title,
-		ContentType: c.ContentType, Size: c.Size, Content: c.Content, Settings: DefaultKnowledgeSettings()}}, nil
+		ContentType: c.ContentType, Size: c.Size, ContentHash: c.ContentHash, ContentSize: c.ContentSize,
+		Settings: DefaultKnowledgeSettings()}}, nil
 }
 
 // UpdateKnowledgeSettings is a merge update of a document's search settings

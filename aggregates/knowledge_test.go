@@ -15,7 +15,7 @@ import (
 var (
 	defaultSettings = events.KnowledgeSearchSettings{TopK: 5, MinScore: "0.0", ScoreType: "cosine_similarity", RerankerTopN: 3}
 	docUploaded     = events.KnowledgeDocumentUploaded{KnowledgeID: 4, UserID: 7, Title: "Cells", ContentType: "text/plain",
-		Size: 11, Content: "Cells divide", Settings: defaultSettings}
+		Size: 11, ContentHash: "c0ffee", ContentSize: 12, Settings: defaultSettings}
 )
 
 func TestKnowledgeDecisions(t *testing.T) {
@@ -53,8 +53,9 @@ func TestKnowledgeDecisions(t *testing.T) {
 		wantErr error
 	}{
 		{
-			name: "an upload starts with the default settings",
-			when: upload(aggregates.UploadKnowledgeDocument{KnowledgeID: 4, OwnerID: 7, Title: "Cells", ContentType: "text/plain", Size: 11, Content: "Cells divide"}),
+			name: "an upload starts with the default settings and records the text's address, not the text",
+			when: upload(aggregates.UploadKnowledgeDocument{KnowledgeID: 4, OwnerID: 7, Title: "Cells", ContentType: "text/plain", Size: 11,
+				Content: "Cells divide", ContentHash: "c0ffee", ContentSize: 12}),
 			then: []events.Event{docUploaded},
 		},
 		{

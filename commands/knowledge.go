@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"lectern/aggregates"
+	"lectern/blobs"
 	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
@@ -21,8 +22,9 @@ import (
 // Knowledge is the knowledge documents use cases (wired in service.New):
 // upload, tune search settings, reindex, search, and the reindex worker.
 //
-// A document's text and settings are events; its chunks and vectors are
-// derived data in knowledge_chunks, rebuilt whole by indexing: at upload
+// A document's settings are events and its text a blob the upload event
+// refers to (package blobs); its chunks and vectors are derived data in
+// knowledge_chunks, rebuilt whole by indexing: at upload
 // (synchronously, within the request) and by reindex jobs (in the background).
 type Knowledge struct {
 	d        Deps
@@ -72,6 +74,13 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 		return aggregates.KnowledgeDocument{}, 0, Result{}, err
 	}
 	c.KnowledgeID = id
+	// The text is stored before the event that refers to it: a failed
+	// append leaves an unreferenced blob, never an event without its text.
+	ref, err := blobs.Put(ctx, k.d.DB, c.OwnerID, []byte(c.Content))
+	if err != nil {
+		return aggregates.KnowledgeDocument{}, 0, Result{}, err
+	}
+	c.ContentHash, c.ContentSize = ref.Hash, ref.Size
 	doc, res, err := create(ctx, k.d, knowledgeStream(id), aggregates.EvolveKnowledgeDocument,
 		func(d aggregates.KnowledgeDocument) ([]events.Event, error) {
 			return aggregates.DecideUploadKnowledgeDocument(d, c)
@@ -79,7 +88,7 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	if err != nil {
 		return doc, 0, res, err
 	}
-	n, err := k.index(ctx, id, doc.Content, nil)
+	n, err := k.index(ctx, id, c.Content, nil)
 	return doc, n, res, err
 }
 
@@ -324,6 +333,19 @@ func (k *Knowledge) runJob(ctx context.Context, jobID, knowledgeID int64) error 
 	return err
 }
 
+// text is a document's text: its blob, or the text its upload event held
+// before blobs.
+func (k *Knowledge) text(ctx context.Context, doc aggregates.KnowledgeDocument) (string, error) {
+	if doc.Content != "" || doc.ContentHash == "" {
+		return doc.Content, nil
+	}
+	content, err := blobs.Get(ctx, k.d.DB, doc.OwnerID, blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize})
+	if err != nil {
+		return "", fmt.Errorf("the text of knowledge document %d: %w", doc.ID, err)
+	}
+	return string(content), nil
+}
+
 func (k *Knowledge) reindex(ctx context.Context, jobID, knowledgeID int64) (int, error) {
 	doc, _, _, err := load(ctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument)
 	if err != nil {
@@ -332,7 +354,11 @@ func (k *Knowledge) reindex(ctx context.Context, jobID, knowledgeID int64) (int,
 	if !doc.Exists() {
 		return 0, errors.New("the document does not exist")
 	}
-	return k.index(ctx, knowledgeID, doc.Content, func(done, total int) error {
+	text, err := k.text(ctx, doc)
+	if err != nil {
+		return 0, err
+	}
+	return k.index(ctx, knowledgeID, text, func(done, total int) error {
 		now := k.d.Now().UTC()
 		_, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET chunks_done = $2, chunks_total = $3, lease_until = $4
 			WHERE job_id = $1`, jobID, done, total, now.Add(k.Lease))

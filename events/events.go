@@ -87,6 +87,7 @@ func NewRegistry() *Registry {
 	r := &Registry{decoders: map[string]func(json.RawMessage) (Event, error){}}
 	register[UserSignedUp](r)
 	r.RegisterUpcaster("user.signed_up", 1, dropPasswordHash)
+	r.RegisterUpcaster("knowledge.document_uploaded", 1, addressContent)
 	register[UserRoleGranted](r)
 	register[AgentCreated](r)
 	register[AgentUpdated](r)

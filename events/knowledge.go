@@ -1,5 +1,11 @@
 package events
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
 // Stream category of knowledge documents: a document's stream also holds its
 // search settings and its reindex requests.
 const CategoryKnowledge = "knowledge"
@@ -23,18 +29,44 @@ type KnowledgeSearchSettings struct {
 	RerankerTopN    int     `json:"reranker_top_n"`
 }
 
-// KnowledgeDocumentUploaded: a user uploaded a document. It holds the
-// document's whole text (extracted from a PDF), so that its chunks and
-// vectors, which are derived data, can be rebuilt from the log; and the
-// default search settings it starts with.
+// KnowledgeDocumentUploaded: a user uploaded a document. Its text (extracted
+// from a PDF) is a blob outside the log, addressed by the owner and
+// ContentHash (package blobs), so that its chunks and vectors, which are
+// derived data, can be rebuilt; and the default search settings it starts
+// with. Size is the size of the upload; ContentSize that of the text.
+//
+// Schema version 1 held the text itself (content): upcasting keeps it in
+// Content and computes its address, and only such events have Content.
 type KnowledgeDocumentUploaded struct {
 	KnowledgeID int64                   `json:"knowledge_id"`
 	UserID      int64                   `json:"user_id"`
 	Title       string                  `json:"title"`
 	ContentType string                  `json:"content_type"`
 	Size        int64                   `json:"size"`
-	Content     string                  `json:"content"`
+	ContentHash string                  `json:"content_hash"`
+	ContentSize int64                   `json:"content_size"`
+	Content     string                  `json:"content,omitempty"`
 	Settings    KnowledgeSearchSettings `json:"settings"`
+}
+
+// addressContent upcasts knowledge.document_uploaded from version 1: the
+// inline text gains the blob address it would have.
+func addressContent(data json.RawMessage) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	var content string
+	if raw, ok := m["content"]; ok {
+		if err := json.Unmarshal(raw, &content); err != nil {
+			return nil, err
+		}
+	}
+	sum := sha256.Sum256([]byte(content))
+	hash, _ := json.Marshal(hex.EncodeToString(sum[:]))
+	size, _ := json.Marshal(len(content))
+	m["content_hash"], m["content_size"] = hash, size
+	return json.Marshal(m)
 }
 
 // KnowledgeSettingsChanged: the owner changed a document's search settings.
@@ -75,7 +107,7 @@ type Passage struct {
 func (KnowledgeDocumentUploaded) EventType() string { return "knowledge.document_uploaded" }
 
 // SchemaVersion implements Event.
-func (KnowledgeDocumentUploaded) SchemaVersion() int { return 1 }
+func (KnowledgeDocumentUploaded) SchemaVersion() int { return 2 }
 
 // EventType implements Event.
 func (KnowledgeSettingsChanged) EventType() string { return "knowledge.settings_changed" }

@@ -1,6 +1,8 @@
 package events_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -154,5 +156,24 @@ func TestSignedUpVersionOneLosesItsPasswordHash(t *testing.T) {
 	}
 	if raw, _ := json.Marshal(e); strings.Contains(string(raw), "password") {
 		t.Errorf("re-encoded %s", raw)
+	}
+}
+
+// A document uploaded before blobs kept its text in its event: upcasting
+// keeps the text and gives it the address a blob of it would have.
+func TestDocumentUploadedVersionOneKeepsItsTextWithItsAddress(t *testing.T) {
+	e, err := events.NewRegistry().Decode("knowledge.document_uploaded", 1,
+		json.RawMessage(`{"knowledge_id":4,"user_id":7,"title":"Cells","content_type":"text/plain","size":12,"content":"Cells divide",`+
+			`"settings":{"top_k":5,"min_score":"0.0","score_type":"cosine_similarity","reranker_enabled":false,"reranker_model":null,"reranker_top_n":3}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := events.KnowledgeDocumentUploaded{KnowledgeID: 4, UserID: 7, Title: "Cells", ContentType: "text/plain", Size: 12,
+		ContentSize: 12, Content: "Cells divide",
+		Settings: events.KnowledgeSearchSettings{TopK: 5, MinScore: "0.0", ScoreType: "cosine_similarity", RerankerTopN: 3}}
+	sum := sha256.Sum256([]byte("Cells divide"))
+	want.ContentHash = hex.EncodeToString(sum[:])
+	if diff := cmp.Diff(want, e); diff != "" {
+		t.Errorf("decoded (-want +got):\n%s", diff)
 	}
 }
