@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/eventstore"
 	"lectern/eventstore/esdb"
@@ -19,6 +22,7 @@ import (
 	"lectern/eventstore/postgres"
 	"lectern/history"
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 func openFake(t *testing.T) *esdb.Store {
@@ -235,7 +239,17 @@ func TestCopyCheckpoints(t *testing.T) {
 // Copy waits for the transactions in flight instead, and copies them all.
 func TestCopyWaitsForTransactionsInFlight(t *testing.T) {
 	ctx := context.Background()
-	src := postgres.New(pgtest.Fresh(t), nil)
+	// The source's pool counts LogEnd's checks of whether the transactions
+	// in flight when it began have ended.
+	var checks horizonChecks
+	cfg := pgtest.Fresh(t).Config()
+	cfg.ConnConfig.Tracer = &checks
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	src := postgres.New(pool, nil)
 	t.Cleanup(src.Close)
 	dst := openFake(t)
 
@@ -263,10 +277,15 @@ func TestCopyWaitsForTransactionsInFlight(t *testing.T) {
 		n, err := history.Copy(ctx, src, dst, nil)
 		done <- result{n, err}
 	}()
+	// A second check shows the first found the open transaction in flight:
+	// Copy has looked, and waits.
+	poll.Must(t, 10*time.Second, "Copy returns or checks the horizon twice", func() bool {
+		return len(done) > 0 || checks.n.Load() >= 2
+	})
 	select {
 	case r := <-done:
 		t.Fatalf("Copy returned (%d, %v) while a transaction that began before the events was open", r.n, r.err)
-	case <-time.After(300 * time.Millisecond):
+	default:
 	}
 	if err := open.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -278,6 +297,20 @@ func TestCopyWaitsForTransactionsInFlight(t *testing.T) {
 		t.Fatalf("the target holds %d events, want 3", len(got))
 	}
 }
+
+// horizonChecks counts the queries of postgres.Store.LogEnd that check
+// whether the pg_snapshot_xmin horizon has passed the transactions in flight
+// when it began.
+type horizonChecks struct{ n atomic.Int64 }
+
+func (h *horizonChecks) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "pg_snapshot_xmin(pg_current_snapshot()) >=") {
+		h.n.Add(1)
+	}
+	return ctx
+}
+
+func (h *horizonChecks) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // The copy's intermittent failure in CI ("wrong expected version ... got
 // no_stream", or new events read before old ones) was the log's order: the

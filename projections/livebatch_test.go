@@ -162,10 +162,11 @@ func TestLiveBatchPoisonEventStopsItsProjection(t *testing.T) {
 	before := appendAgent(t, pool, 2, "fine")
 	appendAgent(t, pool, 3, "poison")
 	appendAgent(t, pool, 4, "fine")
-	l, r := start(t, pool, 2, p)
+	logs, logger := debugLogged()
+	l, r := startLogged(t, pool, logger, 2, p)
 
 	awaitStall(t, r, "picky_batch")
-	time.Sleep(300 * time.Millisecond) // would a stopped projection still move on?
+	awaitStopped(t, logs, "picky_batch") // so that it could not move on after the checks below
 	rows, _ := pool.Query(context.Background(), `SELECT agent_id FROM seen ORDER BY agent_id`)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
@@ -174,8 +175,9 @@ func TestLiveBatchPoisonEventStopsItsProjection(t *testing.T) {
 	if len(ids) != 2 || ids[0] != 1 || ids[1] != 2 {
 		t.Errorf("applied agents %v, want [1 2]: those before the poison event, none after", ids)
 	}
-	if got := l.Position("picky_batch"); got != before {
-		t.Errorf("committed %v, want %v (just before the poison event)", got, before)
+	// The commit's notification may reach the listener after the stop.
+	if !poll.Until(10*time.Second, func() bool { return l.Position("picky_batch") == before }) {
+		t.Errorf("committed %v, want %v (just before the poison event)", l.Position("picky_batch"), before)
 	}
 }
 
@@ -228,8 +230,8 @@ func TestShutdownFinishesTheBatchUnderWay(t *testing.T) {
 	appendAgent(t, pool, 7, "Tutor")
 	last := appendAgent(t, pool, 8, "Tutor")
 	awaitVisible(t, pool)
-	shutdown := run(pool, p)
-	shutdownWhileHeld(t, shutdown, entered, release)
+	logs, shutdown := run(pool, p)
+	shutdownWhileHeld(t, logs, shutdown, entered, release)
 
 	var rows int64
 	var committed string
@@ -263,8 +265,41 @@ func TestShutdownLetsAWaitingPollFinish(t *testing.T) {
 	})
 }
 
+// begins records the context each connection's last transaction began
+// with, by the connection's backend pid: a poll's is the poll's context.
+type begins struct {
+	mu   sync.Mutex
+	ctxs map[uint32]context.Context
+}
+
+func (b *begins) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.HasPrefix(strings.ToLower(strings.TrimSpace(data.SQL)), "begin") {
+		b.mu.Lock()
+		b.ctxs[conn.PgConn().PID()] = ctx
+		b.mu.Unlock()
+	}
+	return ctx
+}
+
+func (b *begins) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (b *begins) of(pid uint32) context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ctxs[pid]
+}
+
 func shutdownWhilePollWaits(t *testing.T, p projections.Projection) {
-	pool := freshWith(t, `CREATE TABLE polled (id BIGINT)`)
+	fresh := freshWith(t, `CREATE TABLE polled (id BIGINT)`)
+	// The projections' pool records the contexts their transactions begin with.
+	traced := &begins{ctxs: map[uint32]context.Context{}}
+	cfg := fresh.Config()
+	cfg.ConnConfig.Tracer = traced
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
 	var logs testlog.Buffer
 	first := appendAgent(t, pool, 1, "Tutor")
 	l, shutdown := runLogged(pool, slog.New(slog.NewJSONHandler(&logs, nil)), p)
@@ -282,17 +317,28 @@ func shutdownWhilePollWaits(t *testing.T, p projections.Projection) {
 		t.Fatal(err)
 	}
 	appendAgent(t, pool, 2, "Tutor")
+	var waiting uint32 // the waiting poll's backend
 	poll.Must(t, 10*time.Second, "a poll waits for its group's lock", func() bool {
-		var waiting int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%projection_offsets%'`).Scan(&waiting); err != nil {
+		err := pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%projection_offsets%'`).Scan(&waiting)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatal(err)
 		}
-		return waiting > 0
+		return err == nil
 	})
+	polling := traced.of(waiting)
+	if polling == nil {
+		t.Fatal("the waiting poll's transaction began on no traced connection")
+	}
 	shutdown(func() {
-		time.Sleep(200 * time.Millisecond)
-		_ = holder.Rollback(ctx)
+		defer func() { _ = holder.Rollback(ctx) }()
+		// The lock goes once the shutdown has ended the poll's context: a
+		// statement running on it would be cut short from then on.
+		select {
+		case <-polling.Done():
+		case <-time.After(10 * time.Second):
+			t.Error("the shutdown did not end the waiting poll's context")
+		}
 	})
 	if strings.Contains(logs.String(), `"level":"ERROR"`) {
 		t.Errorf("the shutdown logged an error:\n%s", logs.String())
@@ -330,9 +376,11 @@ func awaitStall(t *testing.T, r *projections.Runner, name string) {
 }
 
 // shutdownWhileHeld waits until a handler has entered (and holds on until
-// release is closed), begins the shutdown, and lets the handler go on 200 ms
-// later: time enough for the shutdown to cut its work short, if it would.
-func shutdownWhileHeld(t *testing.T, shutdown func(during func()), entered, release chan struct{}) {
+// release is closed), begins the shutdown, and lets the handler go on once
+// the shutdown has reached the close of the projection's subscriber: where,
+// but for the draining, watermill-sql would end the handler's transaction
+// under it. logs are the projections' (run's).
+func shutdownWhileHeld(t *testing.T, logs *testlog.Buffer, shutdown func(during func()), entered, release chan struct{}) {
 	t.Helper()
 	select {
 	case <-entered:
@@ -340,16 +388,18 @@ func shutdownWhileHeld(t *testing.T, shutdown func(during func()), entered, rele
 		t.Fatal("the handler was not called")
 	}
 	shutdown(func() {
-		time.Sleep(200 * time.Millisecond)
-		close(release)
+		defer close(release)
+		awaitLogged(t, logs, "the shutdown closing the subscriber", `msg="Waiting for subscriber to close"`)
 	})
 }
 
-// run starts a listener and the projections; shutdown ends them, calls
-// during (while they stop), and returns once they have stopped.
-func run(pool *pgxpool.Pool, ps ...projections.Projection) (shutdown func(during func())) {
-	_, shutdown = runLogged(pool, quiet, ps...)
-	return shutdown
+// run starts a listener and the projections, logging down to debug; shutdown
+// ends them, calls during (while they stop), and returns once they have
+// stopped.
+func run(pool *pgxpool.Pool, ps ...projections.Projection) (logs *testlog.Buffer, shutdown func(during func())) {
+	logs, logger := debugLogged()
+	_, shutdown = runLogged(pool, logger, ps...)
+	return logs, shutdown
 }
 
 // runLogged is run with the given logger, and returns the listener too.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,10 +19,46 @@ import (
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/projections"
+	"lectern/testlog"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// debugLogged is a logger that keeps every line down to debug, watermill's
+// included: its debug lines mark the steps of a router's stop.
+func debugLogged() (*testlog.Buffer, *slog.Logger) {
+	logs := &testlog.Buffer{}
+	return logs, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// awaitLogged waits until one line of logs holds every one of parts, each
+// whole (up to a space or the line's end: projection=a is not projection=ab).
+func awaitLogged(t *testing.T, logs *testlog.Buffer, what string, parts ...string) {
+	t.Helper()
+	poll.Must(t, 10*time.Second, what, func() bool {
+	lines:
+		for line := range strings.Lines(logs.String()) {
+			line = strings.TrimSuffix(line, "\n") + " "
+			for _, p := range parts {
+				if !strings.Contains(line, p+" ") {
+					continue lines
+				}
+			}
+			return true
+		}
+		return false
+	})
+}
+
+// awaitStopped waits until the router of a stalled projection has stopped:
+// its subscriber is closed, its polls' transactions have ended, and nothing
+// more of the log can be applied.
+func awaitStopped(t *testing.T, logs *testlog.Buffer, name string) {
+	t.Helper()
+	awaitLogged(t, logs, "projection "+name+"'s subscriber closed", `msg="Subscriber closed"`, "projection="+name)
+}
 
 // start runs the projections on a database of the test's own.
 func start(t *testing.T, pool *pgxpool.Pool, maxAttempts int, ps ...projections.Projection) (*projections.Listener, *projections.Runner) {
@@ -147,7 +184,8 @@ func TestPoisonEventStopsItsProjection(t *testing.T) {
 			return err
 		}),
 	}}
-	l, r := start(t, pool, 2, picky, projections.Agents())
+	logs, logger := debugLogged()
+	l, r := startLogged(t, pool, logger, 2, picky, projections.Agents())
 	before := appendAgent(t, pool, 1, "fine")
 	waitFor(t, l, before, "picky")
 	appendAgent(t, pool, 2, "poison")
@@ -156,7 +194,7 @@ func TestPoisonEventStopsItsProjection(t *testing.T) {
 	waitFor(t, l, after, projections.AgentsProjection)
 
 	awaitStall(t, r, "picky")
-	time.Sleep(300 * time.Millisecond) // would a stopped projection still move on?
+	awaitStopped(t, logs, "picky") // so that it could not move on after the checks below
 	var ids []int64
 	rows, _ := pool.Query(context.Background(), `SELECT agent_id FROM seen ORDER BY agent_id`)
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
@@ -224,8 +262,8 @@ func TestShutdownWaitsForTheHandlerRunning(t *testing.T) {
 		}),
 	}}
 	appendAgent(t, pool, 7, "Tutor")
-	shutdown := run(pool, slow)
-	shutdownWhileHeld(t, shutdown, entered, release)
+	logs, shutdown := run(pool, slow)
+	shutdownWhileHeld(t, logs, shutdown, entered, release)
 
 	if handlerErr != nil {
 		t.Fatalf("the handler's write after shutdown began: %v", handlerErr)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -463,39 +464,54 @@ func TestAppendsAreAnnounced(t *testing.T) {
 	wg.Wait()
 	waitSeen(writers * appends)
 
-	time.Sleep(10 * (notifyInterval + notifySlack))
+	// A pause: the burst's commits are announced and the notifier stands
+	// down, and notifyInterval passes since the last NOTIFY, so that the
+	// lone append's statement carries one.
+	poll.Must(t, 5*time.Second, "the burst announced and notifyInterval past", func() bool {
+		return !s.pending.Load() && !s.armed.Load() && s.clock()-s.lastNotify.Load() >= int64(notifyInterval)
+	})
 	if _, err := s.Append(ctx, streams[0], eventstore.Exact(appends), []eventstore.EventData{storetest.Event("lone", 0)}); err != nil {
 		t.Fatal(err)
 	}
 	waitSeen(writers*appends + 1)
 }
 
+// stopClock stops s's clock (see clock) at zero: from then on it moves only
+// by advance, so that checks against notifyInterval hold however long the
+// test's goroutine is descheduled. Call it before the notifier starts.
+func stopClock(s *Store) (advance func(time.Duration)) {
+	var now atomic.Int64
+	s.since = func(time.Time) time.Duration { return time.Duration(now.Load()) }
+	return func(d time.Duration) { now.Add(int64(d)) }
+}
+
 // A statement carries a NOTIFY once per notifyInterval (the notifier's own
-// counts); a commit without one arms the notifier, which stands down once a
-// NOTIFY has followed; a carrier clears the commits recorded before it only.
+// counts); a commit without one arms the notifier, which announces it once
+// notifyInterval+notifySlack have passed since the last NOTIFY and stands
+// down; a carrier clears the commits recorded before it only.
 func TestCarry(t *testing.T) {
 	s := New(pgtest.Pool(t), nil)
 	defer s.Close()
+	advance := stopClock(s)
 	if ok, payload, _ := s.carry([]string{"agent.created"}); !ok || payload != "agent.created" {
 		t.Fatalf("the first statement carries no NOTIFY naming its events' type: %v %q", ok, payload)
 	}
-	sent := s.lastNotify.Load()
-	// Checked only if notifyInterval (2 ms) has not passed since the first:
-	// a loaded machine sometimes deschedules this goroutine that long.
-	if ok, _, _ := s.carry([]string{"agent.created"}); ok && s.clock()-sent < int64(notifyInterval) {
+	advance(notifyInterval - 1)
+	if ok, _, _ := s.carry([]string{"agent.created"}); ok {
 		t.Fatal("two NOTIFYs within notifyInterval")
 	}
-	// As if a NOTIFY had just gone out, 200 ms from now: the notifier waits
-	// that long before it announces, however long this goroutine is paused.
-	s.lastNotify.Store(s.clock() + int64(200*time.Millisecond))
 	s.unannounced([]string{"agent.created"})
 	if !s.pending.Load() || !s.armed.Load() {
 		t.Fatal("a commit without a NOTIFY is not watched")
 	}
-	poll.Must(t, 5*time.Second, "the notifier announces the commit", func() bool {
+	advance(notifySlack + 1) // notifyInterval+notifySlack since the last NOTIFY
+	poll.Must(t, 5*time.Second, "the notifier announces the commit and stands down", func() bool {
 		return !s.pending.Load() && !s.armed.Load()
 	})
-	time.Sleep(notifyInterval)
+	if ok, _, _ := s.carry([]string{"class.created"}); ok {
+		t.Fatal("a statement carries a NOTIFY right after the notifier's")
+	}
+	advance(notifyInterval)
 	if ok, payload, _ := s.carry([]string{"class.created"}); !ok || payload != "class.created" {
 		t.Fatalf("no NOTIFY carried once notifyInterval has passed, or one naming announced types: %v %q", ok, payload)
 	}
@@ -507,6 +523,7 @@ func TestCarry(t *testing.T) {
 	c := New(pgtest.Pool(t), nil)
 	c.Close()
 	c.wakeOnce.Do(func() {})
+	advance = stopClock(c)
 	c.unannounced([]string{"user.signed_up"})
 	_, payload, commits := c.carry([]string{"agent.created", "agent.created"})
 	if payload != "agent.created,user.signed_up" {
@@ -517,7 +534,7 @@ func TestCarry(t *testing.T) {
 	if !c.pending.Load() {
 		t.Error("a commit recorded after the carrier was sent is taken as announced")
 	}
-	time.Sleep(notifyInterval)
+	advance(notifyInterval)
 	_, payload, commits = c.carry([]string{"agent.created"})
 	if payload != "" {
 		t.Errorf("a commit of unknown types is announced as %q, want the empty payload (any type)", payload)
@@ -526,7 +543,7 @@ func TestCarry(t *testing.T) {
 	if c.pending.Load() {
 		t.Error("a carrier sent after the last commit leaves it pending")
 	}
-	time.Sleep(notifyInterval)
+	advance(notifyInterval)
 	if _, payload, _ = c.carry([]string{"agent.created"}); payload != "agent.created" {
 		t.Errorf("announced types are announced again: %q", payload)
 	}

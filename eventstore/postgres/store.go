@@ -47,6 +47,8 @@ type Store struct {
 	stop       chan struct{}
 	stopOnce   sync.Once
 	onAppend   func(types []string)
+	// since measures clock from epoch: time.Since, but a test may stop it.
+	since func(time.Time) time.Duration
 
 	// The group commit of single-event appends (batch.go).
 	batchMu  sync.Mutex
@@ -70,7 +72,7 @@ func New(db *pgxpool.Pool, now func() time.Time) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{db: db, now: now, epoch: time.Now(), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	s := &Store{db: db, now: now, epoch: time.Now(), since: time.Since, wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	s.lastNotify.Store(-int64(time.Hour)) // the first statement carries a NOTIFY
 	return s
 }
@@ -113,7 +115,7 @@ const (
 const notifySQL = `SELECT pg_notify('` + EventsChannel + `', $1)`
 
 // clock is the time since the store was made, on the monotonic clock.
-func (s *Store) clock() int64 { return int64(time.Since(s.epoch)) }
+func (s *Store) clock() int64 { return int64(s.since(s.epoch)) }
 
 // carry reports whether the statement about to be sent, appending events
 // of the given types, should carry a NOTIFY, and if so counts the NOTIFY as
