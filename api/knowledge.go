@@ -258,8 +258,8 @@ func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument, limi
 		c.Content = string(data)
 	case typePDF:
 		text, err := knowledge.PDFText(r.Context(), data, limits)
-		if errors.Is(err, knowledge.ErrTooLarge) {
-			return err
+		if errors.Is(err, knowledge.ErrTooLarge) || r.Context().Err() != nil {
+			return err // a 413, or the client gone (499)
 		}
 		if err != nil {
 			return validation.Errors{validation.ValueError(fileLoc, fh.Filename, err.Error())}

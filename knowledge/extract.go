@@ -12,24 +12,34 @@ import (
 	"github.com/ledongthuc/pdf"
 )
 
+// DefaultMaxTextBytes is the default cap on a document's extracted text
+// (1 MiB while a document's text is recorded in one event, which
+// EventStoreDB caps at 1 MiB; 2 MiB once it is stored apart). The content
+// budget, and the tests, follow it.
+const DefaultMaxTextBytes = 1 << 20
+
 // ExtractLimits bound what extracting one document may cost: a small PDF
 // can inflate to gigabytes (a decompression bomb).
 type ExtractLimits struct {
-	// MaxTextBytes is the most text a document may hold (default 1 MiB: its
-	// text is recorded in one event, which EventStoreDB caps at 1 MiB).
+	// MaxTextBytes is the most text a document may hold (default
+	// DefaultMaxTextBytes).
 	MaxTextBytes int
-	// MaxContentBytes is the most decompressed page content a PDF may hold
-	// (default 4 × MaxTextBytes: content is text and the operators that
-	// place it). It is measured, streaming, before any text is extracted.
+	// MaxContentBytes is the most a PDF may decompress to (default 4 ×
+	// MaxTextBytes: content is text and the operators that place it): its
+	// pages' content, counted each time a page reads it, its fonts'
+	// ToUnicode maps and its object streams, all measured, streaming,
+	// before any text is extracted. It also bounds the pages: each counts as
+	// at least 1 KiB.
 	MaxContentBytes int64
 	// MaxChunks is the most chunks a document is cut into (default 5 000).
 	MaxChunks int
-	// Timeout bounds one extraction (default 10 s).
+	// Timeout bounds one extraction (default 10 s); the work stops when it
+	// passes.
 	Timeout time.Duration
 }
 
 // DefaultExtractLimits are the limits when none are set.
-var DefaultExtractLimits = ExtractLimits{MaxTextBytes: 1 << 20, MaxChunks: 5000, Timeout: 10 * time.Second}
+var DefaultExtractLimits = ExtractLimits{MaxTextBytes: DefaultMaxTextBytes, MaxChunks: 5000, Timeout: 10 * time.Second}
 
 // WithDefaults fills the unset limits.
 func (l ExtractLimits) WithDefaults() ExtractLimits {
@@ -82,104 +92,119 @@ func ChunkCount(n, size, overlap int) int {
 	return (n-overlap+step-1)/step + 1
 }
 
-// PDFText extracts the plain text of a PDF document within limits: the
-// decompressed content of its pages is first measured without being kept,
-// then the text is extracted page by page and refused once over the cap.
+// PDFText extracts the plain text of a PDF document within limits: what
+// its text is read from is first inflated into nothing and measured, then
+// the text is extracted and refused once over the cap. Over a limit, the
+// error is a *TooLargeError.
 func PDFText(ctx context.Context, data []byte, limits ExtractLimits) (string, error) {
+	text, _, err := pdfTextAsync(ctx, data, limits)
+	return text, err
+}
+
+// pdfTextAsync is PDFText, and a channel closed once the extraction's
+// goroutine has returned: past the deadline its reads fail, so it stops
+// soon after PDFText has returned.
+func pdfTextAsync(ctx context.Context, data []byte, limits ExtractLimits) (string, <-chan struct{}, error) {
 	limits = limits.WithDefaults()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, limits.Timeout)
 	defer cancel()
 	type result struct {
 		text string
 		err  error
 	}
-	done := make(chan result, 1)
-	// The PDF library takes no context: a run past the deadline is left to
-	// finish on its own, bounded by the content cap it checks first.
+	results := make(chan result, 1)
+	done := make(chan struct{})
+	// The PDF library takes no context: its reads fail once ctx is done,
+	// and it runs apart so that the deadline holds even in a stretch of its
+	// work that reads nothing.
 	go func() {
+		defer close(done)
 		text, err := pdfText(ctx, data, limits)
-		done <- result{text, err}
+		results <- result{text, err}
 	}()
+	var r result
 	select {
-	case r := <-done:
-		return r.text, r.err
+	case r = <-results:
+		if r.err == nil || ctx.Err() == nil {
+			return r.text, done, r.err
+		}
 	case <-ctx.Done():
-		return "", &TooLargeError{Detail: fmt.Sprintf("The PDF took more than %s to read", limits.Timeout)}
 	}
+	if err := parent.Err(); err != nil {
+		return "", done, err
+	}
+	return "", done, &TooLargeError{Detail: fmt.Sprintf("The PDF took more than %s to read", limits.Timeout)}
+}
+
+// extraction is one document's: its limits, and what it has spent.
+type extraction struct {
+	ctx       context.Context
+	limits    ExtractLimits
+	left      int64 // of MaxContentBytes
+	fonts     map[string]*fontEntry
+	tables    map[string]*[256]rune
+	cmapCodes int
+	out       strings.Builder
 }
 
 func pdfText(ctx context.Context, data []byte, limits ExtractLimits) (text string, err error) {
 	defer func() {
-		// The PDF reader panics on some malformed files.
+		// The PDF reader panics on some malformed files, and on reads that
+		// fail once the deadline has passed.
 		if r := recover(); r != nil {
 			text, err = "", fmt.Errorf("unreadable PDF: %v", r)
 		}
 	}()
-	r, err := pdf.NewReader(bytes.NewReader(data), int64(len(data)))
+	x := &extraction{ctx: ctx, limits: limits, left: limits.MaxContentBytes,
+		fonts: map[string]*fontEntry{}, tables: map[string]*[256]rune{}}
+	if err := x.checkStructure(data); err != nil {
+		return "", err
+	}
+	r, err := pdf.NewReader(ctxReaderAt{ctx, bytes.NewReader(data)}, int64(len(data)))
 	if err != nil {
 		return "", fmt.Errorf("unreadable PDF: %w", err)
 	}
-	pages := r.NumPage()
-	var content int64
-	for i := 1; i <= pages; i++ {
-		n, err := contentSize(r.Page(i).V.Key("Contents"), limits.MaxContentBytes-content+1)
-		if err != nil {
-			return "", fmt.Errorf("unreadable PDF: %w", err)
-		}
-		if content += n; content > limits.MaxContentBytes {
-			return "", &TooLargeError{Detail: fmt.Sprintf("The PDF's pages decompress to more than %d bytes", limits.MaxContentBytes)}
-		}
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
+	root := r.Trailer().Key("Root").Key("Pages")
+	if err := x.walkPages(root, x.measurePage); err != nil {
+		return "", err
 	}
-	var out strings.Builder
-	fonts := map[string]*pdf.Font{}
-	for i := 1; i <= pages; i++ {
-		p := r.Page(i)
-		for _, name := range p.Fonts() {
-			if _, ok := fonts[name]; !ok {
-				f := p.Font(name)
-				fonts[name] = &f
-			}
-		}
-		pageText, err := p.GetPlainText(fonts)
-		if err != nil {
-			return "", fmt.Errorf("unreadable PDF: %w", err)
-		}
-		if out.Len()+len(pageText) > limits.MaxTextBytes {
-			return "", &TooLargeError{Detail: fmt.Sprintf("The document's text is over %d bytes", limits.MaxTextBytes)}
-		}
-		out.WriteString(pageText)
-		if ctx.Err() != nil {
-			return "", ctx.Err()
-		}
+	if err := x.walkPages(root, x.extractPage); err != nil {
+		return "", err
 	}
-	text = strings.ToValidUTF8(strings.ReplaceAll(out.String(), "\x00", ""), "\uFFFD")
+	text = strings.ToValidUTF8(strings.ReplaceAll(x.out.String(), "\x00", ""), "\uFFFD")
 	if strings.TrimSpace(text) == "" {
 		return "", errors.New("the PDF holds no text")
+	}
+	if err := limits.CheckText(text); err != nil {
+		return "", err
 	}
 	return text, nil
 }
 
-// contentSize counts a page's decompressed content, a stream or an array of
-// streams, reading at most limit bytes.
-func contentSize(v pdf.Value, limit int64) (int64, error) {
-	switch v.Kind() {
-	case pdf.Stream:
-		rc := v.Reader()
-		defer rc.Close()
-		return io.Copy(io.Discard, io.LimitReader(rc, limit))
-	case pdf.Array:
-		var total int64
-		for i := 0; i < v.Len() && total < limit; i++ {
-			n, err := contentSize(v.Index(i), limit-total)
-			if err != nil {
-				return total, err
-			}
-			total += n
-		}
-		return total, nil
+// ctxReaderAt is the PDF file as the library reads it: reads fail once ctx
+// is done, which ends the library's work.
+type ctxReaderAt struct {
+	ctx context.Context
+	r   io.ReaderAt
+}
+
+func (c ctxReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
 	}
-	return 0, nil
+	return c.r.ReadAt(p, off)
+}
+
+// ctxReader is an inflated stream, read while ctx lasts.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }
