@@ -62,6 +62,10 @@ type Model struct {
 	Timeout time.Duration
 	// Retries is how many times a failed attempt is retried (429, 5xx, transport errors).
 	Retries int
+	// StreamDelay is the pause between the words of an echo model's
+	// streamed answer, so that streaming shows without a provider (0: none).
+	// A call that is not streamed answers at once.
+	StreamDelay time.Duration
 	// PriceInput and PriceOutput are prices per 1 000 000 prompt and completion
 	// tokens, in the operator's currency (USD for OpenAI's list prices).
 	PriceInput, PriceOutput float64
@@ -131,7 +135,9 @@ type modelEntry struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	Timeout   string `yaml:"timeout"`
 	Retries   *int   `yaml:"retries"`
-	Price     struct {
+	// StreamDelay is a Go duration, like Timeout.
+	StreamDelay string `yaml:"stream_delay"`
+	Price       struct {
 		Input  float64 `yaml:"input"`
 		Output float64 `yaml:"output"`
 	} `yaml:"price_per_million_tokens"`
@@ -175,6 +181,13 @@ func Parse(data []byte) (*Catalogue, error) {
 			}
 			m.Timeout = d
 		}
+		if e.StreamDelay != "" {
+			d, err := time.ParseDuration(e.StreamDelay)
+			if err != nil {
+				problems = append(problems, fmt.Errorf("%s: stream_delay %q is not a duration with a unit, such as \"30ms\"", where(i, m), e.StreamDelay))
+			}
+			m.StreamDelay = d
+		}
 		c.models = append(c.models, m)
 	}
 	if err := c.Validate(); err != nil {
@@ -192,8 +205,9 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // no models, ids below 1, duplicate ids or names, empty or spaced names,
 // unknown providers, an OpenAI-compatible model without an http(s) base_url
 // or a provider model, an invalid api_key_env name, a timeout that is not
-// positive, retries outside 0..MaxRetries, negative prices, and anything but
-// exactly one default model.
+// positive, retries outside 0..MaxRetries, negative prices, a stream delay
+// that is negative or set on a model that is not an echo model, and
+// anything but exactly one default model.
 func (c *Catalogue) Validate() error {
 	if len(c.models) == 0 {
 		return errors.New("no models: the catalogue needs at least one")
@@ -247,6 +261,11 @@ func (c *Catalogue) Validate() error {
 		}
 		if m.Timeout <= 0 {
 			add(i, m, "timeout must be positive, got %s", m.Timeout)
+		}
+		if m.StreamDelay < 0 {
+			add(i, m, "stream_delay must not be negative, got %s", m.StreamDelay)
+		} else if m.StreamDelay > 0 && m.Provider == ProviderOpenAI {
+			add(i, m, "stream_delay is for the offline echo models; provider %q streams at its own pace", ProviderOpenAI)
 		}
 		if m.Retries < 0 || m.Retries > MaxRetries {
 			add(i, m, "retries must be between 0 and %d, got %d", MaxRetries, m.Retries)

@@ -16,8 +16,8 @@ func TestDefaultCatalogue(t *testing.T) {
 	t.Parallel()
 	c := DefaultCatalogue()
 	want := []Model{
-		{ID: 1, Name: "echo", Provider: ProviderEcho, Timeout: 5 * time.Second, Default: true},
-		{ID: 2, Name: "echo-reverse", Provider: ProviderEchoReverse, Timeout: 5 * time.Second},
+		{ID: 1, Name: "echo", Provider: ProviderEcho, Timeout: 5 * time.Second, StreamDelay: 30 * time.Millisecond, Default: true},
+		{ID: 2, Name: "echo-reverse", Provider: ProviderEchoReverse, Timeout: 5 * time.Second, StreamDelay: 30 * time.Millisecond},
 	}
 	if diff := cmp.Diff(want, c.Models()); diff != "" {
 		t.Errorf("Models() (-want +got):\n%s", diff)
@@ -73,6 +73,7 @@ models:
   - id: 1
     name: echo
     provider: echo
+    stream_delay: 25ms
     default: true
   - id: 7
     name: gpt-4o-mini
@@ -89,7 +90,7 @@ models:
 		t.Fatal(err)
 	}
 	want := []Model{
-		{ID: 1, Name: "echo", Provider: ProviderEcho, Timeout: DefaultTimeout, Retries: DefaultRetries, Default: true},
+		{ID: 1, Name: "echo", Provider: ProviderEcho, Timeout: DefaultTimeout, Retries: DefaultRetries, StreamDelay: 25 * time.Millisecond, Default: true},
 		{
 			ID: 7, Name: "gpt-4o-mini", Provider: ProviderOpenAI, BaseURL: "https://api.openai.com/v1",
 			ProviderModel: "gpt-4o-mini-2024-07-18", APIKeyEnv: "OPENAI_API_KEY", Timeout: 90 * time.Second,
@@ -120,6 +121,8 @@ func TestLoadErrors(t *testing.T) {
 				"no default model",
 			},
 		},
+		{"stream_delay without unit", "models:\n  - id: 1\n    name: echo\n    provider: echo\n    stream_delay: 30\n    default: true\n",
+			[]string{`models[0] "echo" (id 1): stream_delay "30" is not a duration with a unit, such as "30ms"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,6 +196,8 @@ func TestValidate(t *testing.T) {
 		{"negative timeout", func(ms []Model) []Model { ms[0].Timeout = -time.Second; return ms }, []string{`timeout must be positive, got -1s`}},
 		{"negative retries", func(ms []Model) []Model { ms[2].Retries = -1; return ms }, []string{`models[2] "gpt" (id 3): retries must be between 0 and 10, got -1`}},
 		{"too many retries", func(ms []Model) []Model { ms[2].Retries = 11; return ms }, []string{`retries must be between 0 and 10, got 11`}},
+		{"negative stream delay", func(ms []Model) []Model { ms[0].StreamDelay = -time.Millisecond; return ms }, []string{`models[0] "echo" (id 1): stream_delay must not be negative, got -1ms`}},
+		{"stream delay on a provider", func(ms []Model) []Model { ms[2].StreamDelay = time.Millisecond; return ms }, []string{`models[2] "gpt" (id 3): stream_delay is for the offline echo models; provider "openai" streams at its own pace`}},
 		{"negative price", func(ms []Model) []Model { ms[2].PriceOutput = -1; return ms }, []string{`models[2] "gpt" (id 3): prices must be non-negative numbers`}},
 		{"NaN price", func(ms []Model) []Model { ms[2].PriceInput = math.NaN(); return ms }, []string{`prices must be non-negative numbers`}},
 		{"no default", func(ms []Model) []Model { ms[0].Default = false; return ms }, []string{"no default model: mark exactly one with default: true"}},

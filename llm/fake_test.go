@@ -72,6 +72,7 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 
 	if rep.delay > 0 {
+		// The fault under test (a slow provider), not a wait for something.
 		select {
 		case <-time.After(rep.delay):
 		case <-r.Context().Done():

@@ -180,7 +180,7 @@ func New(c *Catalogue, opts ...Option) *Gateway {
 		clock:       realClock{},
 		lookupEnv:   os.LookupEnv,
 		backoffBase: 200 * time.Millisecond,
-		backoffMax:  5 * time.Second,
+		backoffMax:  defaultBackoffMax,
 	}
 	for _, o := range opts {
 		o(g)

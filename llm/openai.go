@@ -18,9 +18,16 @@ import (
 func (g *Gateway) completeOpenAI(ctx context.Context, m Model, req Request, res *Result) {
 	svc := g.chatService(m)
 	params := chatParams(m, req)
+	g.retry(ctx, m, res, func() attemptResult { return g.attempt(ctx, svc, m, params) })
+}
+
+// retry makes attempts until one succeeds, one fails in a way not worth
+// retrying, or m.Retries are spent, waiting between them as the provider
+// asks (Retry-After) or with backoff.
+func (g *Gateway) retry(ctx context.Context, m Model, res *Result, attempt func() attemptResult) {
 	for retry := 0; ; retry++ {
 		res.Attempts++
-		a := g.attempt(ctx, svc, m, params)
+		a := attempt()
 		if a.err == nil {
 			res.Text, res.Usage, res.Err = a.text, a.usage, nil
 			return
@@ -101,10 +108,7 @@ type attemptResult struct {
 
 // attempt makes one request, bounded by the model's timeout, and classifies its outcome.
 func (g *Gateway) attempt(ctx context.Context, svc openai.ChatCompletionService, m Model, params openai.ChatCompletionNewParams) attemptResult {
-	timeout := m.Timeout
-	if timeout <= 0 { // a Model built by hand, not from a validated catalogue
-		timeout = DefaultTimeout
-	}
+	timeout := attemptTimeout(m)
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var raw *http.Response
@@ -122,6 +126,17 @@ func (g *Gateway) attempt(ctx context.Context, svc openai.ChatCompletionService,
 		if out.usage.TotalTokens == 0 {
 			out.usage.TotalTokens = out.usage.PromptTokens + out.usage.CompletionTokens
 		}
+	default:
+		out = g.failure(ctx, actx, m, timeout, raw, err)
+	}
+	return out
+}
+
+// failure classifies an attempt that failed with err (ctx is the caller's,
+// actx the attempt's own; raw the provider's response, if one came).
+func (g *Gateway) failure(ctx, actx context.Context, m Model, timeout time.Duration, raw *http.Response, err error) attemptResult {
+	out := attemptResult{retryAfter: -1}
+	switch {
 	case ctx.Err() != nil:
 		out.err = contextError(ctx, m)
 	case actx.Err() != nil:
