@@ -60,7 +60,7 @@ func DecideCreateAgent(a Agent, c CreateAgent) ([]events.Event, error) {
 		return nil, derrors.New(derrors.ErrConflict, "Agent already exists")
 	}
 	if strings.TrimSpace(c.Name) == "" {
-		return nil, derrors.Invalid([]any{"body", "name"}, c.Name, "name must not be blank")
+		return nil, derrors.InvalidField("name", c.Name, "name must not be blank")
 	}
 	active := true
 	if c.IsActive != nil {
@@ -90,7 +90,7 @@ func DecideUpdateAgent(a Agent, c UpdateAgent) ([]events.Event, error) {
 		return nil, derrors.New(derrors.ErrNotFound, "Agent not found")
 	}
 	if c.Name.Set && strings.TrimSpace(c.Name.Value) == "" {
-		return nil, derrors.Invalid([]any{"body", "name"}, c.Name.Value, "name must not be blank")
+		return nil, derrors.InvalidField("name", c.Name.Value, "name must not be blank")
 	}
 	e := events.AgentUpdated{
 		AgentID: a.ID, Name: a.Name, SystemPrompt: a.SystemPrompt,

@@ -183,4 +183,26 @@ func TestUserDecisions(t *testing.T) {
 		_, err := aggregates.DecideGrantRole(aggregates.User{}, "admin")
 		checkErr(t, err, derrors.ErrNotFound)
 	})
+	t.Run("erasing records who erased", func(t *testing.T) {
+		got, err := aggregates.DecideErase(given(aggregates.EvolveUser, signedUp), 9)
+		checkErr(t, err, nil)
+		if diff := cmp.Diff([]events.Event{events.UserErased{UserID: 1, Actor: 9}}, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	t.Run("erasing twice records nothing", func(t *testing.T) {
+		got, err := aggregates.DecideErase(given(aggregates.EvolveUser, signedUp, events.UserErased{UserID: 1, Actor: 1}), 1)
+		checkErr(t, err, nil)
+		if got != nil {
+			t.Errorf("events %v, want none", got)
+		}
+	})
+	t.Run("erasing a missing user", func(t *testing.T) {
+		_, err := aggregates.DecideErase(aggregates.User{}, 1)
+		checkErr(t, err, derrors.ErrNotFound)
+	})
+	t.Run("an erased user gets no role", func(t *testing.T) {
+		_, err := aggregates.DecideGrantRole(given(aggregates.EvolveUser, signedUp, events.UserErased{UserID: 1, Actor: 1}), "admin")
+		checkErr(t, err, derrors.ErrNotFound)
+	})
 }

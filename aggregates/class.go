@@ -204,11 +204,11 @@ func DecideCreateClass(c Class, cmd CreateClass) ([]events.Event, error) {
 	}
 	switch {
 	case strings.TrimSpace(cmd.Name) == "":
-		return nil, derrors.Invalid([]any{"body", "name"}, cmd.Name, "name must not be blank")
+		return nil, derrors.InvalidField("name", cmd.Name, "name must not be blank")
 	case status == ClassEnded:
-		return nil, derrors.Invalid([]any{"body", "status"}, status, "a new class cannot be ended")
+		return nil, derrors.InvalidField("status", status, "a new class cannot be ended")
 	case !slices.Contains(ClassStatuses, status):
-		return nil, derrors.Invalid([]any{"body", "status"}, status, "unknown class status")
+		return nil, derrors.InvalidField("status", status, "unknown class status")
 	}
 	if err := checkClassFields(cmd.StartAt, cmd.EndAt, cmd.Capacity); err != nil {
 		return nil, err
@@ -245,10 +245,10 @@ func DecideCreateClass(c Class, cmd CreateClass) ([]events.Event, error) {
 
 func checkClassFields(start, end *time.Time, capacity *int64) error {
 	if start != nil && end != nil && end.Before(*start) {
-		return derrors.Invalid([]any{"body", "end_at"}, end.UTC().Format(time.RFC3339Nano), "end_at must not be before start_at")
+		return derrors.InvalidField("end_at", end.UTC().Format(time.RFC3339Nano), "end_at must not be before start_at")
 	}
 	if capacity != nil && *capacity < 1 {
-		return derrors.Invalid([]any{"body", "capacity"}, *capacity, "capacity must be at least 1")
+		return derrors.InvalidField("capacity", *capacity, "capacity must be at least 1")
 	}
 	return nil
 }
@@ -314,7 +314,7 @@ func DecideUpdateClass(c Class, cmd UpdateClass) ([]events.Event, error) {
 	change("allowed_model_ids", cmd.AllowedModelIDs.Set && !slices.Equal(nonNil(cmd.AllowedModelIDs.Value), nonNil(c.AllowedModelIDs)),
 		func() { e.AllowedModelIDs = nonNil(cmd.AllowedModelIDs.Value) })
 	if strings.TrimSpace(e.Name) == "" {
-		return nil, derrors.Invalid([]any{"body", "name"}, e.Name, "name must not be blank")
+		return nil, derrors.InvalidField("name", e.Name, "name must not be blank")
 	}
 	if err := checkClassFields(e.StartAt, e.EndAt, e.Capacity); err != nil {
 		return nil, err

@@ -87,7 +87,7 @@ func DecideCreateCourse(c Course, cmd CreateCourse) ([]events.Event, error) {
 		status = *cmd.Status
 	}
 	if !slices.Contains(CourseStatuses, status) {
-		return nil, derrors.Invalid([]any{"body", "status"}, status, "unknown course status")
+		return nil, derrors.InvalidField("status", status, "unknown course status")
 	}
 	return []events.Event{events.CourseCreated{
 		CourseID: cmd.CourseID, OrgID: cmd.OrgID, PartnerID: cmd.PartnerID, Title: cmd.Title, CourseKey: cmd.CourseKey,
@@ -97,14 +97,14 @@ func DecideCreateCourse(c Course, cmd CreateCourse) ([]events.Event, error) {
 
 func checkCourseFields(title, key string, start, end *string) error {
 	if strings.TrimSpace(title) == "" {
-		return derrors.Invalid([]any{"body", "title"}, title, "title must not be blank")
+		return derrors.InvalidField("title", title, "title must not be blank")
 	}
 	if strings.TrimSpace(key) == "" {
-		return derrors.Invalid([]any{"body", "course_key"}, key, "course_key must not be blank")
+		return derrors.InvalidField("course_key", key, "course_key must not be blank")
 	}
 	// Dates are YYYY-MM-DD, so they order as strings.
 	if start != nil && end != nil && *end < *start {
-		return derrors.Invalid([]any{"body", "end_date"}, *end, "end_date must not be before start_date")
+		return derrors.InvalidField("end_date", *end, "end_date must not be before start_date")
 	}
 	return nil
 }
@@ -174,7 +174,7 @@ func DecideUpdateCourse(c Course, cmd UpdateCourse) ([]events.Event, error) {
 func moveForward(what string, order []string, from, to string) error {
 	i, j := slices.Index(order, from), slices.Index(order, to)
 	if j < 0 {
-		return derrors.Invalid([]any{"body", "status"}, to, "unknown "+strings.ToLower(what)+" status")
+		return derrors.InvalidField("status", to, "unknown "+strings.ToLower(what)+" status")
 	}
 	if j <= i {
 		return derrors.New(derrors.ErrConflict, "%s status cannot move from %s to %s; it only moves forward: %s",

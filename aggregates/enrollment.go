@@ -94,19 +94,19 @@ func DecideCreateEnrollment(en Enrollment, cmd CreateEnrollment) ([]events.Event
 		status = *cmd.Status
 	}
 	if !slices.Contains(EnrollmentStatuses, status) {
-		return nil, derrors.Invalid([]any{"body", "status"}, status, "unknown enrollment status")
+		return nil, derrors.InvalidField("status", status, "unknown enrollment status")
 	}
 	enrolledAt := cmd.Now
 	if cmd.EnrolledAt != nil {
 		enrolledAt = *cmd.EnrolledAt
 	}
 	if cmd.CompletedAt != nil && cmd.CompletedAt.Before(enrolledAt) {
-		return nil, derrors.Invalid([]any{"body", "completed_at"}, cmd.CompletedAt.UTC().Format(time.RFC3339Nano),
+		return nil, derrors.InvalidField("completed_at", cmd.CompletedAt.UTC().Format(time.RFC3339Nano),
 			"completed_at must not be before enrolled_at")
 	}
 	if cmd.InviteCodeID != nil {
 		if _, ok := cmd.Class.CodeByID(*cmd.InviteCodeID); !ok {
-			return nil, derrors.Invalid([]any{"body", "invite_code_id"}, *cmd.InviteCodeID, "invite_code_id is not an invite code of this class")
+			return nil, derrors.InvalidField("invite_code_id", *cmd.InviteCodeID, "invite_code_id is not an invite code of this class")
 		}
 	}
 	return []events.Event{events.EnrollmentCreated{

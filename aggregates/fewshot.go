@@ -164,7 +164,7 @@ func DecideUpdateFewShotExample(x FewShotExample, c UpdateFewShotExample) ([]eve
 // checkExampleText refuses a blank text: an example is a pair of texts.
 func checkExampleText(field, s string) error {
 	if strings.TrimSpace(s) == "" {
-		return derrors.Invalid([]any{"body", field}, s, field+" must not be blank")
+		return derrors.InvalidField(field, s, field+" must not be blank")
 	}
 	return checkNoNUL(field, &s)
 }
@@ -173,7 +173,7 @@ func checkExampleText(field, s string) error {
 // event carrying one would stop the read model's projection.
 func checkNoNUL(field string, s *string) error {
 	if s != nil && strings.ContainsRune(*s, 0) {
-		return derrors.Invalid([]any{"body", field}, *s, field+" must not contain NUL characters")
+		return derrors.InvalidField(field, *s, field+" must not contain NUL characters")
 	}
 	return nil
 }

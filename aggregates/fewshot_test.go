@@ -68,22 +68,22 @@ func TestFewShotExampleDecisions(t *testing.T) {
 		{
 			name:    "a blank input_text is invalid",
 			when:    create(aggregates.CreateFewShotExample{ExampleID: 5, OwnerID: 7, InputText: " \n", OutputText: "b"}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "input_text"}},
+			wantErr: &derrors.FieldError{Field: "input_text"},
 		},
 		{
 			name:    "a blank output_text is invalid",
 			when:    create(aggregates.CreateFewShotExample{ExampleID: 5, OwnerID: 7, InputText: "a", OutputText: "\t"}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "output_text"}},
+			wantErr: &derrors.FieldError{Field: "output_text"},
 		},
 		{
 			name:    "a NUL character in a text is invalid",
 			when:    create(aggregates.CreateFewShotExample{ExampleID: 5, OwnerID: 7, InputText: "a\x00b", OutputText: "b"}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "input_text"}},
+			wantErr: &derrors.FieldError{Field: "input_text"},
 		},
 		{
 			name:    "a NUL character in the title is invalid",
 			when:    create(aggregates.CreateFewShotExample{ExampleID: 5, OwnerID: 7, Title: ptr("\x00"), InputText: "a", OutputText: "b"}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "title"}},
+			wantErr: &derrors.FieldError{Field: "title"},
 		},
 		{
 			name:  "update records only changed fields and the full new state",
@@ -149,13 +149,13 @@ func TestFewShotExampleDecisions(t *testing.T) {
 			name:    "update refuses a blank text",
 			given:   []events.Event{exampleCreated},
 			when:    update(aggregates.UpdateFewShotExample{OutputText: aggregates.Set("  ")}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "output_text"}},
+			wantErr: &derrors.FieldError{Field: "output_text"},
 		},
 		{
 			name:    "update refuses a NUL character",
 			given:   []events.Event{exampleCreated},
 			when:    update(aggregates.UpdateFewShotExample{Title: aggregates.Set(ptr("a\x00"))}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "title"}},
+			wantErr: &derrors.FieldError{Field: "title"},
 		},
 		{
 			name:    "another user's example is not found",
@@ -181,8 +181,8 @@ func TestFewShotExampleDecisions(t *testing.T) {
 			checkErr(t, err, tc.wantErr)
 			var want, field *derrors.FieldError
 			if errors.As(tc.wantErr, &want) && errors.As(err, &field) {
-				if diff := cmp.Diff(want.Loc, field.Loc); diff != "" {
-					t.Errorf("error location (-want +got):\n%s", diff)
+				if diff := cmp.Diff(want.Field, field.Field); diff != "" {
+					t.Errorf("error field (-want +got):\n%s", diff)
 				}
 			}
 			if diff := cmp.Diff(tc.then, got); diff != "" {

@@ -117,13 +117,13 @@ func DecideUploadKnowledgeDocument(d KnowledgeDocument, c UploadKnowledgeDocumen
 		return nil, derrors.New(derrors.ErrConflict, "Knowledge document already exists")
 	}
 	if strings.TrimSpace(c.Title) == "" {
-		return nil, derrors.Invalid([]any{"body", "title"}, c.Title, "title must not be blank")
+		return nil, derrors.InvalidField("title", c.Title, "title must not be blank")
 	}
 	if err := checkNoNUL("title", &c.Title); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(c.Content) == "" {
-		return nil, derrors.Invalid([]any{"body", "content"}, c.Content, "content must not be blank")
+		return nil, derrors.InvalidField("content", c.Content, "content must not be blank")
 	}
 	if err := checkNoNUL("content", &c.Content); err != nil {
 		return nil, err
@@ -160,20 +160,20 @@ func DecideUpdateKnowledgeSettings(d KnowledgeDocument, c UpdateKnowledgeSetting
 	if c.TopK.Set {
 		next.TopK = valueOr(c.TopK.Value, def.TopK)
 		if next.TopK < 1 {
-			return nil, derrors.Invalid([]any{"body", "top_k"}, next.TopK, "top_k must be at least 1")
+			return nil, derrors.InvalidField("top_k", next.TopK, "top_k must be at least 1")
 		}
 	}
 	if c.MinScore.Set {
 		next.MinScore = valueOr(c.MinScore.Value, def.MinScore)
 		v, ok := new(big.Rat).SetString(next.MinScore)
 		if !ok || v.Sign() < 0 || v.Cmp(big.NewRat(1, 1)) > 0 {
-			return nil, derrors.Invalid([]any{"body", "min_score"}, next.MinScore, "min_score must be between 0 and 1")
+			return nil, derrors.InvalidField("min_score", next.MinScore, "min_score must be between 0 and 1")
 		}
 	}
 	if c.ScoreType.Set {
 		next.ScoreType = valueOr(c.ScoreType.Value, def.ScoreType)
 		if next.ScoreType != ScoreTypeCosine {
-			return nil, derrors.Invalid([]any{"body", "score_type"}, next.ScoreType, "score_type must be cosine_similarity")
+			return nil, derrors.InvalidField("score_type", next.ScoreType, "score_type must be cosine_similarity")
 		}
 	}
 	if c.RerankerEnabled.Set {
@@ -188,15 +188,15 @@ func DecideUpdateKnowledgeSettings(d KnowledgeDocument, c UpdateKnowledgeSetting
 	if c.RerankerTopN.Set {
 		next.RerankerTopN = valueOr(c.RerankerTopN.Value, def.RerankerTopN)
 		if next.RerankerTopN < 1 {
-			return nil, derrors.Invalid([]any{"body", "reranker_top_n"}, next.RerankerTopN, "reranker_top_n must be at least 1")
+			return nil, derrors.InvalidField("reranker_top_n", next.RerankerTopN, "reranker_top_n must be at least 1")
 		}
 	}
 	if next.RerankerTopN > next.TopK {
-		loc := []any{"body", "reranker_top_n"}
+		field := "reranker_top_n"
 		if !c.RerankerTopN.Set {
-			loc = []any{"body", "top_k"}
+			field = "top_k"
 		}
-		return nil, derrors.Invalid(loc, map[string]int{"top_k": next.TopK, "reranker_top_n": next.RerankerTopN},
+		return nil, derrors.InvalidField(field, map[string]int{"top_k": next.TopK, "reranker_top_n": next.RerankerTopN},
 			fmt.Sprintf("reranker_top_n (%d) must be less than or equal to top_k (%d)", next.RerankerTopN, next.TopK))
 	}
 	if next.TopK != cur.TopK {
@@ -294,12 +294,12 @@ func CheckKnowledgeIDs(ids []int64, owned map[int64]bool) error {
 	var errs []error
 	seen := map[int64]bool{}
 	for i, id := range ids {
-		loc := []any{"body", "knowledge_ids", i}
+		field := derrors.Item("knowledge_ids", i)
 		switch {
 		case !owned[id]:
-			errs = append(errs, derrors.Invalid(loc, id, fmt.Sprintf("knowledge document %d is not one of yours", id)))
+			errs = append(errs, derrors.InvalidField(field, id, fmt.Sprintf("knowledge document %d is not one of yours", id)))
 		case seen[id]:
-			errs = append(errs, derrors.Invalid(loc, id, fmt.Sprintf("knowledge document %d is listed more than once", id)))
+			errs = append(errs, derrors.InvalidField(field, id, fmt.Sprintf("knowledge document %d is listed more than once", id)))
 		}
 		seen[id] = true
 	}

@@ -61,17 +61,17 @@ func TestKnowledgeDecisions(t *testing.T) {
 		{
 			name:    "a blank text is invalid",
 			when:    upload(aggregates.UploadKnowledgeDocument{KnowledgeID: 4, OwnerID: 7, Title: "Cells", Content: " \n"}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "content"}},
+			wantErr: &derrors.FieldError{Field: "content"},
 		},
 		{
 			name:    "a NUL in the text is invalid",
 			when:    upload(aggregates.UploadKnowledgeDocument{KnowledgeID: 4, OwnerID: 7, Title: "Cells", Content: "a\x00"}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "content"}},
+			wantErr: &derrors.FieldError{Field: "content"},
 		},
 		{
 			name:    "a blank title is invalid",
 			when:    upload(aggregates.UploadKnowledgeDocument{KnowledgeID: 4, OwnerID: 7, Title: " ", Content: "x"}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "title"}},
+			wantErr: &derrors.FieldError{Field: "title"},
 		},
 		{
 			name:  "settings merge: given fields change, the others stay",
@@ -99,13 +99,13 @@ func TestKnowledgeDecisions(t *testing.T) {
 			name:    "reranker_top_n above top_k is invalid",
 			given:   []events.Event{docUploaded},
 			when:    update(aggregates.UpdateKnowledgeSettings{RerankerTopN: aggregates.Set(ptr(6))}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "reranker_top_n"}},
+			wantErr: &derrors.FieldError{Field: "reranker_top_n"},
 		},
 		{
 			name:    "lowering top_k under reranker_top_n is invalid at top_k",
 			given:   []events.Event{docUploaded},
 			when:    update(aggregates.UpdateKnowledgeSettings{TopK: aggregates.Set(ptr(2))}),
-			wantErr: &derrors.FieldError{Loc: []any{"body", "top_k"}},
+			wantErr: &derrors.FieldError{Field: "top_k"},
 		},
 		{
 			name:    "another user's document is not found",
@@ -157,8 +157,8 @@ func TestKnowledgeDecisions(t *testing.T) {
 			checkErr(t, err, tc.wantErr)
 			var want, field *derrors.FieldError
 			if errors.As(tc.wantErr, &want) && errors.As(err, &field) {
-				if diff := cmp.Diff(want.Loc, field.Loc); diff != "" {
-					t.Errorf("error location (-want +got):\n%s", diff)
+				if diff := cmp.Diff(want.Field, field.Field); diff != "" {
+					t.Errorf("error field (-want +got):\n%s", diff)
 				}
 			}
 			if diff := cmp.Diff(tc.then, got); diff != "" {
@@ -186,15 +186,15 @@ func TestEvolveKnowledgeDocument(t *testing.T) {
 
 func TestCheckKnowledgeIDs(t *testing.T) {
 	err := aggregates.CheckKnowledgeIDs([]int64{1, 2, 1}, map[int64]bool{1: true})
-	var locs [][]any
+	var fields []string
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var f *derrors.FieldError
 		if errors.As(e, &f) {
-			locs = append(locs, f.Loc)
+			fields = append(fields, f.Field)
 		}
 	}
-	if diff := cmp.Diff([][]any{{"body", "knowledge_ids", 1}, {"body", "knowledge_ids", 2}}, locs); diff != "" {
-		t.Errorf("locations (-want +got):\n%s", diff)
+	if diff := cmp.Diff([]string{"knowledge_ids.1", "knowledge_ids.2"}, fields); diff != "" {
+		t.Errorf("fields (-want +got):\n%s", diff)
 	}
 	if err := aggregates.CheckKnowledgeIDs([]int64{1}, map[int64]bool{1: true}); err != nil {
 		t.Error(err)

@@ -35,7 +35,7 @@ func DecideCreateOrganisation(o Organisation, id int64, name string, by int64) (
 		return nil, derrors.New(derrors.ErrConflict, "Organization already exists")
 	}
 	if strings.TrimSpace(name) == "" {
-		return nil, derrors.Invalid([]any{"body", "name"}, name, "name must not be blank")
+		return nil, derrors.InvalidField("name", name, "name must not be blank")
 	}
 	return []events.Event{events.OrganisationCreated{OrgID: id, Name: strings.TrimSpace(name), CreatedBy: by}}, nil
 }
@@ -89,10 +89,10 @@ func DecideCreatePartner(p Partner, c CreatePartner) ([]events.Event, error) {
 		return nil, derrors.New(derrors.ErrConflict, "Partner already exists")
 	}
 	if strings.TrimSpace(c.FullName) == "" {
-		return nil, derrors.Invalid([]any{"body", "full_name"}, c.FullName, "full_name must not be blank")
+		return nil, derrors.InvalidField("full_name", c.FullName, "full_name must not be blank")
 	}
 	if c.Role != RolePartner && c.Role != RoleAssistant {
-		return nil, derrors.Invalid([]any{"body", "role"}, c.Role, "role must be 'partner' or 'assistant'")
+		return nil, derrors.InvalidField("role", c.Role, "role must be 'partner' or 'assistant'")
 	}
 	return []events.Event{events.PartnerCreated{PartnerID: c.PartnerID, OrgID: c.OrgID, UserID: c.UserID,
 		FullName: strings.TrimSpace(c.FullName), Email: c.Email, Phone: c.Phone, Role: c.Role, IsActive: c.IsActive}}, nil

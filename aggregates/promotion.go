@@ -117,9 +117,9 @@ type ApprovalTarget struct {
 func (t ApprovalTarget) Validate() error {
 	switch {
 	case t.NewOrganisation && t.OrgID != 0:
-		return derrors.Invalid([]any{"body"}, nil, "give either organization \"new\" or org_id, not both")
+		return derrors.InvalidField("", nil, "give either organization \"new\" or org_id, not both")
 	case !t.NewOrganisation && t.OrgID == 0:
-		return derrors.Invalid([]any{"body"}, nil, "say where the partner goes: organization \"new\", or the org_id of an existing organization")
+		return derrors.InvalidField("", nil, "say where the partner goes: organization \"new\", or the org_id of an existing organization")
 	}
 	return nil
 }

@@ -178,6 +178,11 @@ var (
 	errTurnRace        = derrors.New(derrors.ErrConflict, "The session had another turn while the models answered; send the prompt again")
 )
 
+// ErrUnknownModel is the Kind of the field error about a model name the
+// catalogue does not hold; the edge tells the client where to find the
+// catalogue.
+var ErrUnknownModel = errors.New("unknown model")
+
 // PracticeAccess is what is known of a caller's standing in a class.
 type PracticeAccess struct {
 	Admin bool
@@ -248,15 +253,16 @@ func ChooseModels(c ModelChoice) ([]ModelRef, int, error) {
 	case len(c.Requested) > 0:
 		seen := map[string]bool{}
 		for i, name := range c.Requested {
-			loc := []any{"body", "model_names", i}
+			field := derrors.Item("model_names", i)
 			m, ok := byName[name]
 			switch {
 			case !ok:
-				errs = append(errs, derrors.Invalid(loc, name, fmt.Sprintf("unknown model '%s'; GET /models lists the models", name)))
+				errs = append(errs, &derrors.FieldError{Kind: ErrUnknownModel, Field: field, Input: name,
+					Msg: fmt.Sprintf("unknown model '%s'", name)})
 			case seen[name]:
-				errs = append(errs, derrors.Invalid(loc, name, fmt.Sprintf("model '%s' is named more than once", name)))
+				errs = append(errs, derrors.InvalidField(field, name, fmt.Sprintf("model '%s' is named more than once", name)))
 			case !c.Class.allows(m.ID):
-				errs = append(errs, derrors.Invalid(loc, name, fmt.Sprintf("model '%s' is not allowed in this class", name)))
+				errs = append(errs, derrors.InvalidField(field, name, fmt.Sprintf("model '%s' is not allowed in this class", name)))
 			}
 			seen[name] = true
 			models = append(models, m)
@@ -266,10 +272,10 @@ func ChooseModels(c ModelChoice) ([]ModelRef, int, error) {
 			m, ok := byName[prev.Name]
 			switch {
 			case !ok:
-				errs = append(errs, derrors.Invalid([]any{"body", "model_names"}, nil,
+				errs = append(errs, derrors.InvalidField("model_names", nil,
 					fmt.Sprintf("model '%s' of the previous turn is no longer offered; name the models to call", prev.Name)))
 			case !c.Class.allows(m.ID):
-				errs = append(errs, derrors.Invalid([]any{"body", "model_names"}, nil,
+				errs = append(errs, derrors.InvalidField("model_names", nil,
 					fmt.Sprintf("model '%s' of the previous turn is no longer allowed in this class; name the models to call", prev.Name)))
 			}
 			models = append(models, m)
@@ -277,7 +283,7 @@ func ChooseModels(c ModelChoice) ([]ModelRef, int, error) {
 	default:
 		m, ok := defaultModel(c, byID)
 		if !ok {
-			return nil, 0, derrors.Invalid([]any{"body", "model_names"}, nil, "no model of the catalogue is allowed in this class")
+			return nil, 0, derrors.InvalidField("model_names", nil, "no model of the catalogue is allowed in this class")
 		}
 		models = []ModelRef{m}
 	}
@@ -316,12 +322,12 @@ func CheckFewShotExamples(ids []int64, owned map[int64]bool) error {
 	var errs []error
 	seen := map[int64]bool{}
 	for i, id := range ids {
-		loc := []any{"body", "few_shot_example_ids", i}
+		field := derrors.Item("few_shot_example_ids", i)
 		switch {
 		case !owned[id]:
-			errs = append(errs, derrors.Invalid(loc, id, fmt.Sprintf("few-shot example %d is not one of yours", id)))
+			errs = append(errs, derrors.InvalidField(field, id, fmt.Sprintf("few-shot example %d is not one of yours", id)))
 		case seen[id]:
-			errs = append(errs, derrors.Invalid(loc, id, fmt.Sprintf("few-shot example %d is listed more than once", id)))
+			errs = append(errs, derrors.InvalidField(field, id, fmt.Sprintf("few-shot example %d is listed more than once", id)))
 		}
 		seen[id] = true
 	}
@@ -331,7 +337,7 @@ func CheckFewShotExamples(ids []int64, owned map[int64]bool) error {
 // CheckPrompt refuses a blank prompt.
 func CheckPrompt(text string) error {
 	if strings.TrimSpace(text) == "" {
-		return derrors.Invalid([]any{"body", "prompt_text"}, text, "prompt_text must not be blank")
+		return derrors.InvalidField("prompt_text", text, "prompt_text must not be blank")
 	}
 	return nil
 }
@@ -386,7 +392,7 @@ func DecideSettings(c NewSettings) (events.SessionSettings, error) {
 		preset = *c.StylePreset
 	}
 	if !slices.Contains(StylePresets, preset) {
-		return events.SessionSettings{}, derrors.Invalid([]any{"body", "style_preset"}, preset, "unknown style preset")
+		return events.SessionSettings{}, derrors.InvalidField("style_preset", preset, "unknown style preset")
 	}
 	style, err := canonicalObject(c.StyleParams)
 	if err != nil {
@@ -581,7 +587,7 @@ func DecideUpdateSessionSettings(s Session, c UpdateSessionSettings) ([]events.E
 			preset = *c.StylePreset.Value
 		}
 		if !slices.Contains(StylePresets, preset) {
-			return nil, derrors.Invalid([]any{"body", "style_preset"}, preset, "unknown style preset")
+			return nil, derrors.InvalidField("style_preset", preset, "unknown style preset")
 		}
 		if preset != cur.StylePreset {
 			next.StylePreset = preset
@@ -633,7 +639,7 @@ func relink(prev []Link, ids, fresh []int64) ([]events.FewShotLink, error) {
 	seen := map[int64]bool{}
 	for i, id := range ids {
 		if seen[id] {
-			return nil, derrors.Invalid([]any{"body", "few_shot_example_ids", i}, id,
+			return nil, derrors.InvalidField(derrors.Item("few_shot_example_ids", i), id,
 				fmt.Sprintf("few-shot example %d is listed more than once", id))
 		}
 		seen[id] = true

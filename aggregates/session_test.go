@@ -246,7 +246,7 @@ func TestChooseModels(t *testing.T) {
 		choice      aggregates.ModelChoice
 		want        []aggregates.ModelRef
 		wantPrimary int
-		wantLocs    [][]any // field errors, in order
+		wantFields  []string // field errors, in order
 	}{
 		{name: "named models, the first is primary", choice: aggregates.ModelChoice{Requested: []string{"echo-reverse", "echo"}},
 			want: []aggregates.ModelRef{reverse, echo}},
@@ -255,7 +255,7 @@ func TestChooseModels(t *testing.T) {
 		{name: "the class's primary model not called: the first is primary", choice: aggregates.ModelChoice{Requested: []string{"echo-reverse", "gpt"},
 			Class: class(ptr[int64](1))}, want: []aggregates.ModelRef{reverse, gpt}},
 		{name: "every bad name is reported at its index", choice: aggregates.ModelChoice{Requested: []string{"echo", "nope", "echo", "gpt"},
-			Class: class(nil, 1, 2)}, wantLocs: [][]any{{"body", "model_names", 1}, {"body", "model_names", 2}, {"body", "model_names", 3}}},
+			Class: class(nil, 1, 2)}, wantFields: []string{"model_names.1", "model_names.2", "model_names.3"}},
 		{name: "none named: the class's primary model", choice: aggregates.ModelChoice{Class: class(ptr[int64](2))},
 			want: []aggregates.ModelRef{reverse}},
 		{name: "none named, no class primary: the catalogue default", choice: aggregates.ModelChoice{Default: echo},
@@ -263,11 +263,11 @@ func TestChooseModels(t *testing.T) {
 		{name: "none named, the default not allowed: the first allowed model", choice: aggregates.ModelChoice{Default: echo, Class: class(nil, 9, 3)},
 			want: []aggregates.ModelRef{gpt}},
 		{name: "none named and nothing allowed is in the catalogue", choice: aggregates.ModelChoice{Default: echo, Class: class(nil, 9)},
-			wantLocs: [][]any{{"body", "model_names"}}},
+			wantFields: []string{"model_names"}},
 		{name: "continuing: the previous turn's models", choice: aggregates.ModelChoice{Previous: []aggregates.ModelRef{gpt, echo},
 			Class: class(ptr[int64](1))}, want: []aggregates.ModelRef{gpt, echo}, wantPrimary: 1},
 		{name: "continuing: a previous model the class no longer allows", choice: aggregates.ModelChoice{Previous: []aggregates.ModelRef{gpt},
-			Class: class(nil, 1)}, wantLocs: [][]any{{"body", "model_names"}}},
+			Class: class(nil, 1)}, wantFields: []string{"model_names"}},
 		{name: "continuing with named models", choice: aggregates.ModelChoice{Previous: []aggregates.ModelRef{gpt}, Requested: []string{"echo"}},
 			want: []aggregates.ModelRef{echo}},
 	}
@@ -275,16 +275,16 @@ func TestChooseModels(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.choice.Catalogue = catalogue
 			got, primary, err := aggregates.ChooseModels(tc.choice)
-			var locs [][]any
+			var fields []string
 			for _, e := range flatten(err) {
 				var field *derrors.FieldError
 				if !errors.As(e, &field) {
 					t.Fatalf("error %v is not a field error", e)
 				}
-				locs = append(locs, field.Loc)
+				fields = append(fields, field.Field)
 			}
-			if diff := cmp.Diff(tc.wantLocs, locs); diff != "" {
-				t.Fatalf("error locations (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.wantFields, fields); diff != "" {
+				t.Fatalf("error fields (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.want, got); err == nil && diff != "" {
 				t.Errorf("models (-want +got):\n%s", diff)
@@ -293,6 +293,24 @@ func TestChooseModels(t *testing.T) {
 				t.Errorf("primary %d, want %d", primary, tc.wantPrimary)
 			}
 		})
+	}
+}
+
+// An unknown model is a field error of its own kind, worded in the domain's
+// terms: the edge adds where the catalogue is listed.
+func TestUnknownModelKind(t *testing.T) {
+	_, _, err := aggregates.ChooseModels(aggregates.ModelChoice{Catalogue: []aggregates.ModelRef{echo},
+		Requested: []string{"echo", "nope"}})
+	var field *derrors.FieldError
+	if !errors.As(err, &field) {
+		t.Fatalf("error %v, want a field error", err)
+	}
+	want := derrors.FieldError{Kind: aggregates.ErrUnknownModel, Field: "model_names.1", Input: "nope", Msg: "unknown model 'nope'"}
+	if diff := cmp.Diff(want, *field, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if !errors.Is(err, aggregates.ErrUnknownModel) {
+		t.Errorf("errors.Is(%v, ErrUnknownModel) is false", err)
 	}
 }
 
@@ -313,16 +331,16 @@ func flatten(err error) []error {
 
 func TestCheckFewShotExamples(t *testing.T) {
 	err := aggregates.CheckFewShotExamples([]int64{1, 2, 1, 3}, map[int64]bool{1: true, 3: true})
-	var locs [][]any
+	var fields []string
 	for _, e := range flatten(err) {
 		var fe *derrors.FieldError
 		if !errors.As(e, &fe) {
 			t.Fatalf("%v: not a field error", e)
 		}
-		locs = append(locs, fe.Loc)
+		fields = append(fields, fe.Field)
 	}
-	want := [][]any{{"body", "few_shot_example_ids", 1}, {"body", "few_shot_example_ids", 2}}
-	if diff := cmp.Diff(want, locs); diff != "" {
+	want := []string{"few_shot_example_ids.1", "few_shot_example_ids.2"}
+	if diff := cmp.Diff(want, fields); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if err := aggregates.CheckFewShotExamples(nil, nil); err != nil {

@@ -18,10 +18,12 @@ const (
 
 // User is an account.
 type User struct {
-	ID        int64
-	Email     string
-	Name      string
-	Roles     []string
+	ID    int64
+	Email string
+	Name  string
+	Roles []string
+	// Erased: the user's personal data was erased; the account is gone.
+	Erased    bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Version   int64
@@ -42,6 +44,8 @@ func EvolveUser(u User, env events.Envelope) User {
 		if !slices.Contains(u.Roles, e.Role) {
 			u.Roles = append(slices.Clone(u.Roles), e.Role)
 		}
+	case events.UserErased:
+		u.Erased = true
 	}
 	u.UpdatedAt = env.RecordedAt
 	u.Version = env.Version
@@ -74,11 +78,23 @@ func DecideSignUp(u User, c SignUp) ([]events.Event, error) {
 
 // DecideGrantRole grants role unless the user holds it already.
 func DecideGrantRole(u User, role string) ([]events.Event, error) {
-	if !u.Exists() {
+	if !u.Exists() || u.Erased {
 		return nil, derrors.New(derrors.ErrNotFound, "User not found")
 	}
 	if u.HasRole(role) {
 		return nil, nil
 	}
 	return []events.Event{events.UserRoleGranted{UserID: u.ID, Role: role}}, nil
+}
+
+// DecideErase records that the user's personal data was erased, by actor
+// (the user, or an admin). Erasing an erased user records nothing again.
+func DecideErase(u User, actor int64) ([]events.Event, error) {
+	if !u.Exists() {
+		return nil, derrors.New(derrors.ErrNotFound, "User not found")
+	}
+	if u.Erased {
+		return nil, nil
+	}
+	return []events.Event{events.UserErased{UserID: u.ID, Actor: actor}}, nil
 }

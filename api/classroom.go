@@ -479,6 +479,8 @@ func (s *Server) createClass(w http.ResponseWriter, r *http.Request, in input) e
 	}
 	c := aggregates.CreateClass{OrgID: p.OrgID, PartnerID: p.ID, CallerID: in.user.UserID}
 	// The course comes from the query or the body; both must then agree.
+	// Every other field of the command is the body's (sources).
+	var sources validation.Sources
 	queryCourse, inQuery := in.query.Int("course_id")
 	bodyCourse, inBody := in.body.Int("course_id")
 	switch {
@@ -487,6 +489,7 @@ func (s *Server) createClass(w http.ResponseWriter, r *http.Request, in input) e
 			"course_id in the query and course_id in the body differ")
 	case inQuery:
 		c.CourseID = &queryCourse
+		sources = validation.Sources{"course_id": "query"}
 	case inBody:
 		c.CourseID = &bodyCourse
 	}
@@ -507,7 +510,7 @@ func (s *Server) createClass(w http.ResponseWriter, r *http.Request, in input) e
 	c.AllowedModelIDs, _ = in.body.Ints("allowed_model_ids")
 	class, res, err := s.deps.Commands.Classroom.CreateClass(r.Context(), c)
 	if err != nil {
-		return err
+		return validation.WithSources(err, sources)
 	}
 	s.settle(w, r, res, classroomReadModels...)
 	writeJSON(w, http.StatusCreated, classFromState(class, s.deps.Commands.Classroom.Now()))

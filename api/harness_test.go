@@ -37,7 +37,9 @@ import (
 	"lectern/eventstore/esdb"
 	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/postgres"
+	"lectern/knowledge"
 	"lectern/mail"
+	"lectern/personal"
 	"lectern/pgtest"
 	"lectern/service"
 )
@@ -57,9 +59,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// notInDocument are the operational routes the OpenAPI document leaves out.
+// notInDocument are the operational routes, and the practice page, that
+// the OpenAPI document leaves out.
 func notInDocument(pattern string) bool {
-	return pattern == "/openapi.json" || pattern == "/healthz" || pattern == "/readyz" || pattern == "/metrics" || strings.HasPrefix(pattern, "/docs")
+	return pattern == "/openapi.json" || pattern == "/healthz" || pattern == "/readyz" || pattern == "/metrics" || strings.HasPrefix(pattern, "/docs") ||
+		pattern == "/" || pattern == "/app" || strings.HasPrefix(pattern, "/app/")
 }
 
 var (
@@ -131,13 +135,30 @@ func eventStoreURL(t testing.TB) string {
 }
 
 // events is the event store the services of the package append to, for tests
-// that read streams directly.
+// that read streams directly: read as the services read it, personal fields
+// opened with the package's data key.
 func (e *env) events(t testing.TB) eventstore.Store {
+	t.Helper()
+	return personal.NewStore(e.rawEvents(t), personal.NewSealer(e.keys(t)))
+}
+
+// rawEvents is that store as stored: personal fields sealed.
+func (e *env) rawEvents(t testing.TB) eventstore.Store {
 	t.Helper()
 	if eventStoreURL(t) != "" {
 		return fakeStore.store
 	}
 	return postgres.New(e.pool, nil)
+}
+
+// keys are the subjects' data keys under the package's data key.
+func (e *env) keys(t testing.TB) *personal.Keys {
+	t.Helper()
+	keys, err := personal.NewKeys(e.pool, dataKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
 }
 
 type envConfig struct {
@@ -152,7 +173,19 @@ type envConfig struct {
 	trustedProxies []netip.Prefix
 	// corsOrigins are the browser origins allowed.
 	corsOrigins []string
+	// extract bounds document extraction (zero fields: the defaults).
+	extract knowledge.ExtractLimits
 }
+
+// dataKey is the master key of personal data of every service of the
+// package: they share one database, so one set of subject keys.
+var dataKey = func() []byte {
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // env is one running service and what a test needs to talk to it.
 type env struct {
@@ -181,6 +214,7 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 	svc, err := service.New(service.Config{
 		Pool:            e.pool,
 		JWTKey:          e.key,
+		DataKey:         dataKey,
 		AdminEmails:     cfg.adminEmails,
 		Mail:            e.mail,
 		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
@@ -189,6 +223,7 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		Limits:          cfg.limits,
 		TrustedProxies:  cfg.trustedProxies,
 		CORSOrigins:     cfg.corsOrigins,
+		Extract:         cfg.extract,
 		EventStoreURL:   eventStoreURL(t),
 		ConsistencyWait: pgtest.ConsistencyWait,
 	})

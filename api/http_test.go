@@ -5,13 +5,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+
+	"lectern/aggregates"
+	"lectern/commands"
+	"lectern/events"
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
 )
 
 func TestBodyTooLarge(t *testing.T) {
@@ -43,7 +51,7 @@ func TestUnknownRoute(t *testing.T) {
 		{"GET", "/nope"},
 		{"GET", "/agents/1/extra"},
 		{"POST", "/user/nope"},
-		{"GET", "/"},
+		{"GET", "/user"},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			wantDetail(t, e.do(t, tc.method, tc.path, nil, u.Access), http.StatusNotFound, "Not Found")
@@ -235,4 +243,170 @@ func TestIdempotencyKeyAfterACrash(t *testing.T) {
 	if total := num(t, e.do(t, "GET", "/agents", nil, u.Access), "total"); total != 1 {
 		t.Errorf("%d agents after the retries, want 1", total)
 	}
+}
+
+// A request that died after its append (kill -9 between the append and the
+// answer) is completed once by its retry: the retry finds the agent the dead
+// attempt created and answers with it, as the first would have.
+func TestIdempotencyKeyAfterACrashThatAppended(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	ctx := context.Background()
+	key := uuid.NewString()
+	body := `{"name":"appended, then died","system_prompt":"p"}`
+	sum := sha256.Sum256([]byte(body))
+
+	// The dead request: it took the key and ran its command under it, as
+	// api.idempotently does, in a process of its own (its own id sequences).
+	var since time.Time
+	if err := e.pool.QueryRow(ctx, `INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, lease_until)
+		VALUES ($1, $2, $3, 0, '{}', '', now() + interval '6 seconds') RETURNING created_at`,
+		u.ID, key, "POST /agents "+hex.EncodeToString(sum[:])).Scan(&since); err != nil {
+		t.Fatal(err)
+	}
+	store := e.events(t)
+	if pg, ok := store.(*postgres.Store); ok {
+		t.Cleanup(pg.Close)
+	}
+	dead, err := commands.NewCreateAgentHandler(commands.Deps{Store: store, Registry: events.NewRegistry(), DB: e.pool,
+		Now: time.Now, IDs: commands.NewSequences(e.pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadCtx := commands.WithIdempotency(commands.WithMetadata(ctx, eventstore.Metadata{UserID: u.ID, RequestID: "dead"}), u.ID, key, since)
+	agent, appended, err := dead.Handle(deadCtx, aggregates.CreateAgent{OwnerID: u.ID, Name: "appended, then died", SystemPrompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// It died: its lease lapses.
+	if _, err := e.pool.Exec(ctx, `UPDATE idempotency_keys SET lease_until = now() - interval '1 second' WHERE user_id = $1 AND key = $2`, u.ID, key); err != nil {
+		t.Fatal(err)
+	}
+
+	retry := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", key)
+	wantStatus(t, retry, http.StatusCreated)
+	wantHeader(t, retry, "Idempotent-Replayed", "")
+	wantHeader(t, retry, "X-Event-Position", appended.Position.String())
+	if id := num(t, retry, "agent_id"); id != agent.ID {
+		t.Errorf("%s: the retry answered agent %d, the dead request created %d", retry, id, agent.ID)
+	}
+	created, err := time.Parse(time.RFC3339Nano, field(t, retry, "created_at").(string))
+	if err != nil || !created.Equal(agent.CreatedAt) {
+		t.Errorf("%s: created_at %v (%v), the dead request's agent was created at %v", retry, created, err, agent.CreatedAt)
+	}
+	// The answer is the agent as stored, and the only one.
+	wantBody(t, e.do(t, "GET", agentPath(retry, t), nil, u.Access), http.StatusOK, string(retry.Body))
+	wantBody(t, e.do(t, "GET", "/agents", nil, u.Access), http.StatusOK, `{"items":[`+string(retry.Body)+`],"total":1,"page":1,"size":50}`)
+	recorded, err := store.ReadStream(ctx, eventstore.StreamName(events.CategoryAgent, agent.ID), eventstore.Forwards, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recorded) != 1 || recorded[0].Type != "agent.created" {
+		t.Errorf("the agent's stream holds %d events (%+v), want its one agent.created", len(recorded), recorded)
+	}
+
+	// Now answered, the key replays the answer.
+	again := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", key)
+	wantBody(t, again, http.StatusCreated, string(retry.Body))
+	wantHeader(t, again, "Idempotent-Replayed", "true")
+}
+
+// Every route that honours Idempotency-Key completes once when its answer
+// was lost with its process: with the request's events appended and its key
+// left in progress, a retry after the lease answers as the first did, and
+// records nothing more (its claims and ids are the first's).
+func TestIdempotencyKeyAfterALostAnswer(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	retried := func(t *testing.T, u user, path string, body any, status int) response {
+		t.Helper()
+		key := uuid.NewString()
+		first := e.do(t, "POST", path, body, u.Access, "Idempotency-Key", key)
+		wantStatus(t, first, status)
+		// The process died after the append: the key is left in progress,
+		// its lease lapsed.
+		if _, err := e.pool.Exec(context.Background(), `UPDATE idempotency_keys SET status = 0, headers = '{}', body = '',
+			lease_until = now() - interval '1 second' WHERE user_id = $1 AND key = $2`, u.ID, key); err != nil {
+			t.Fatal(err)
+		}
+		again := e.do(t, "POST", path, body, u.Access, "Idempotency-Key", key)
+		wantBody(t, again, status, string(first.Body))
+		wantHeader(t, again, "Idempotent-Replayed", "")
+		wantHeader(t, again, "X-Event-Position", first.Header.Get("X-Event-Position"))
+		return first
+	}
+	total := func(t *testing.T, u user, path string) int64 {
+		t.Helper()
+		return num(t, e.do(t, "GET", path, nil, u.Access), "total")
+	}
+
+	t.Run("course", func(t *testing.T) {
+		s := openSchool(t, e)
+		retried(t, s.teacher, s.at("/course"), `{"title":"A","course_key":"K"}`, http.StatusCreated)
+		if n := total(t, s.teacher, s.at("/course")); n != 1 {
+			t.Errorf("%d courses, want 1", n)
+		}
+	})
+	t.Run("class", func(t *testing.T) {
+		s := openSchool(t, e)
+		class := num(t, retried(t, s.teacher, s.at("/classes"), `{"name":"P"}`, http.StatusCreated), "id")
+		if n := total(t, s.teacher, s.at("/classes")); n != 1 {
+			t.Errorf("%d classes, want 1", n)
+		}
+		// The codes the retry drew were given back.
+		var claimed int
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM unique_claims WHERE scope = 'invite_code' AND owner = $1`,
+			fmt.Sprintf("class-%d", class)).Scan(&claimed); err != nil || claimed != 2 {
+			t.Errorf("the class holds %d invite code claims (%v), want its 2", claimed, err)
+		}
+	})
+	t.Run("enrollment", func(t *testing.T) {
+		s := openSchool(t, e)
+		class := num(t, e.createClass(t, s, `{"name":"P","capacity":1}`), "id")
+		student := e.signUp(t)
+		retried(t, s.teacher, s.enrollPath(student.ID), map[string]any{"class_id": class, "student_id": student.ID}, http.StatusCreated)
+		if n := total(t, student, "/user/class/enrollments"); n != 1 {
+			t.Errorf("%d enrollments, want 1", n)
+		}
+	})
+	t.Run("join", func(t *testing.T) {
+		s := openSchool(t, e)
+		created := e.createClass(t, s, `{"name":"P","capacity":1}`)
+		class := num(t, created, "id")
+		student := e.signUp(t)
+		// The first use leaves the code used up: the retry must not refuse it.
+		retried(t, student, "/user/class/join", map[string]any{"code": inviteCodes(t, created)["student"]["code"]}, http.StatusCreated)
+		if n := total(t, student, "/user/class/enrollments"); n != 1 {
+			t.Errorf("%d enrollments, want 1", n)
+		}
+		used := 0
+		for _, ev := range e.streamEvents(t, fmt.Sprintf("class-%d", class)) {
+			if ev.Type == "class.invite_code_used" {
+				used++
+			}
+		}
+		if used != 1 {
+			t.Errorf("the code was used %d times, want once", used)
+		}
+	})
+	t.Run("few-shot example", func(t *testing.T) {
+		u := e.signUp(t)
+		retried(t, u, fewShotsPath, `{"input_text":"i","output_text":"o"}`, http.StatusCreated)
+		if n := total(t, u, fewShotsPath); n != 1 {
+			t.Errorf("%d examples, want 1", n)
+		}
+	})
+	t.Run("session and turn", func(t *testing.T) {
+		c := e.newClassroom(t, nil)
+		first := decodeTurn(t, retried(t, c.student, runPath(c.class), map[string]any{"prompt_text": "once"}, http.StatusCreated))
+		if n := total(t, c.student, sessionsPath); n != 1 {
+			t.Errorf("%d sessions, want 1", n)
+		}
+		retried(t, c.student, sessionPath(first.SessionID)+"/chat", map[string]any{"prompt_text": "twice"}, http.StatusOK)
+		got := eventTypes(e.streamEvents(t, fmt.Sprintf("session-%d", first.SessionID)))
+		if want := []string{"session.started", "session.turn_recorded", "session.turn_recorded"}; !slices.Equal(got, want) {
+			t.Errorf("the session's events are %q, want %q", got, want)
+		}
+	})
 }

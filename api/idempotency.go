@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"lectern/api/validation"
+	"lectern/commands"
 	"lectern/derrors"
 )
 
@@ -51,7 +52,13 @@ var replayedHeaders = []string{"Content-Type", "X-Event-Position", "X-Projection
 // idempotently runs a POST once per (user, Idempotency-Key): a retry with the
 // same key and request gets the first response and appends nothing. Keys are
 // kept 24 hours.
-func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int64, body []byte, handle func(http.ResponseWriter) error) error {
+//
+// A request whose process died holds its key only for its lease; a retry
+// then runs it again under the same key (commands.WithIdempotency): it
+// draws the ids the dead attempt drew and derives the same event ids, so it
+// finds what that attempt appended and answers with it instead of appending
+// again.
+func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int64, body []byte, handle func(context.Context, http.ResponseWriter) error) error {
 	key := r.Header.Get("Idempotency-Key")
 	if _, errs := validation.Header("Idempotency-Key", key, idempotencyKeyField); len(errs) > 0 {
 		return errs
@@ -65,21 +72,26 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 	if _, err := db.Exec(ctx, `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at < now() - interval '24 hours'`, userID, key); err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, lease_until)
-		VALUES ($1, $2, $3, 0, '{}', '', now() + $4::interval) ON CONFLICT DO NOTHING`, userID, key, request, idempotencyLease)
-	if err != nil {
+	// since, when the key was taken, tells this use of the key from one
+	// after it was forgotten.
+	var since time.Time
+	err := db.QueryRow(ctx, `INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, lease_until)
+		VALUES ($1, $2, $3, 0, '{}', '', now() + $4::interval) ON CONFLICT DO NOTHING RETURNING created_at`,
+		userID, key, request, idempotencyLease).Scan(&since)
+	owned := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
-	owned := tag.RowsAffected() == 1
 	if !owned {
 		// A request of the same key and body whose lease lapsed died with
 		// its process: this retry takes the key over and runs it.
-		tag, err := db.Exec(ctx, `UPDATE idempotency_keys SET lease_until = now() + $4::interval
-			WHERE user_id = $1 AND key = $2 AND request = $3 AND status = 0 AND lease_until < now()`, userID, key, request, idempotencyLease)
-		if err != nil {
+		err := db.QueryRow(ctx, `UPDATE idempotency_keys SET lease_until = now() + $4::interval
+			WHERE user_id = $1 AND key = $2 AND request = $3 AND status = 0 AND lease_until < now()
+			RETURNING created_at`, userID, key, request, idempotencyLease).Scan(&since)
+		owned = err == nil
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		owned = tag.RowsAffected() == 1
 	}
 	if !owned {
 		var storedRequest string
@@ -128,12 +140,21 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 		}
 	}()
 	buf := &bufferedResponse{header: http.Header{}}
-	herr := handle(buf)
+	hctx := commands.WithIdempotency(ctx, userID, key, since)
+	herr := handle(hctx, buf)
 	stopRenewing()
 	<-renewed
 	if herr != nil || buf.status >= 400 {
-		// Failures are not remembered: a retry runs again.
-		_, _ = db.Exec(context.WithoutCancel(ctx), `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key)
+		// Failures are not remembered: a retry runs again. A failure after
+		// an append (or one that may have been written) keeps the key, its
+		// lease lapsed, so that a retry of the same request finds what was
+		// written; one that wrote nothing forgets the key.
+		if commands.MayHaveAppended(hctx) {
+			_, _ = db.Exec(context.WithoutCancel(ctx), `UPDATE idempotency_keys SET lease_until = now() - interval '1 millisecond'
+				WHERE user_id = $1 AND key = $2 AND status = 0`, userID, key)
+		} else {
+			_, _ = db.Exec(context.WithoutCancel(ctx), `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key)
+		}
 		if herr != nil {
 			return herr
 		}

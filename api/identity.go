@@ -102,9 +102,6 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, in input) error {
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request, in input) error {
 	token, _ := in.body.String("refresh_token")
 	toks, err := s.deps.Identity.Refresh(r.Context(), token)
-	// A reused token revokes its session: this process forgets it now,
-	// the others when the revocation's announcement reaches them.
-	s.sessions.reset()
 	if err != nil {
 		return err
 	}
@@ -115,7 +112,6 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, in input) error
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, in input) error {
 	token, _ := in.body.String("refresh_token")
 	err := s.deps.Identity.Logout(r.Context(), token)
-	s.sessions.reset() // as in refresh
 	if err != nil {
 		return err
 	}

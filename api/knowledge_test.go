@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 
+	"lectern/blobs"
 	"lectern/eventstore"
 	"lectern/knowledge/knowledgetest"
 	"lectern/pgtest"
@@ -99,7 +100,7 @@ func TestUploadDocument(t *testing.T) {
 		p["content_size"] != jsonNum(int64(len(cellText))) {
 		t.Errorf("payload %v: want the text's hash and size, and no text", p)
 	}
-	if got := e.blob(t, u.ID, hex.EncodeToString(sum[:])); got != cellText {
+	if got := e.blob(t, u.ID, hex.EncodeToString(sum[:]), len(cellText)); got != cellText {
 		t.Errorf("the document's blob holds %q, want %q", got, cellText)
 	}
 
@@ -411,10 +412,10 @@ func TestUploadBombRefused(t *testing.T) {
 	e := sharedEnv(t)
 	u := e.signUp(t)
 	res := e.uploadFile(t, u.Access, "bomb.pdf", "application/pdf", knowledgetest.BombPDF(25<<20), "")
-	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The PDF's pages decompress to more than 4194304 bytes")
+	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The PDF's pages decompress to more than 8388608 bytes")
 	// Text under the content cap but over the text cap.
 	res = e.uploadFile(t, u.Access, "big.pdf", "application/pdf", knowledgetest.BombPDF(3<<20), "")
-	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The document's text is over 1048576 bytes")
+	wantDetail(t, res, http.StatusRequestEntityTooLarge, "The document's text is over 2097152 bytes")
 	wantBody(t, e.do(t, "GET", documentsPath, nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
 	var events int
 	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM knowledge_documents WHERE user_id = $1`, u.ID).Scan(&events); err != nil {
@@ -452,12 +453,11 @@ func TestUploadBeyondTheAppendLimit(t *testing.T) {
 	}
 }
 
-// blob is the text stored for owner under hash.
-func (e *env) blob(t testing.TB, owner int64, hash string) string {
+// blob is the text stored for owner under hash, opened with the owner's key.
+func (e *env) blob(t testing.TB, owner int64, hash string, size int) string {
 	t.Helper()
-	var content []byte
-	if err := e.pool.QueryRow(context.Background(), `SELECT content FROM document_blobs WHERE owner_id = $1 AND hash = $2`,
-		owner, hash).Scan(&content); err != nil {
+	content, err := blobs.New(e.pool, e.keys(t)).Get(context.Background(), owner, blobs.Ref{Hash: hash, Size: int64(size)})
+	if err != nil {
 		t.Fatalf("the blob %s of user %d: %v", hash, owner, err)
 	}
 	return string(content)

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -209,10 +208,14 @@ var (
 
 // authenticate resolves the bearer token to a principal. The token proves
 // who the caller is; whether its session is still open and which roles the
-// user holds now come from the database (one indexed round trip), remembered
-// per session only until a revocation or a users change is announced
-// (sessionCache), so that a logout or a revoked session refuses its access
-// tokens at once and a role granted or withdrawn counts from the next request.
+// user holds come from the database with every request (one indexed round
+// trip), so that a logout, a revoked session or a role granted or withdrawn
+// counts from the next request, on every replica. Nothing is remembered
+// between requests: a replica cannot know, without asking the database,
+// that another one changed them a moment ago (a memory forgotten on
+// announcements let the next request on another replica, or on this one
+// when it learnt a write's position before the announcement, see the old
+// roles: TestRoleChangesCountFromTheNextRequest).
 func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -234,14 +237,6 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 		// Every token Lectern issues at login names its session.
 		return nil, errBadCredentials
 	}
-	listened, live := s.deps.Listener.AuthEpoch()
-	epoch := authEpoch{listened: listened, resets: s.sessions.generation()}
-	key := sessionKey{user: claims.UserID, session: session}
-	if live {
-		if roles, ok := s.sessions.get(key, epoch); ok {
-			return &Principal{UserID: claims.UserID, Roles: roles}, nil
-		}
-	}
 	var (
 		roles   []string
 		known   bool
@@ -262,75 +257,5 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 		// roles the token was issued with are the user's.
 		roles = claims.Roles
 	}
-	if live {
-		// Kept under the epoch read before the query: a revocation or a
-		// role change announced meanwhile has moved it on already.
-		s.sessions.put(key, epoch, roles)
-	}
 	return &Principal{UserID: claims.UserID, Roles: roles}, nil
-}
-
-// sessionKey is one user's login session.
-type sessionKey struct {
-	user    int64
-	session uuid.UUID
-}
-
-// sessionCache remembers, per open session, the user's roles as read under
-// an epoch of the listener (projections.Listener.AuthEpoch). An entry counts
-// only while that epoch is current, so a revoked session or a changed role
-// is read afresh on the next request, on every process (each listens for
-// the announcements), and most requests need no round trip to know.
-type sessionCache struct {
-	mu      sync.Mutex
-	entries map[sessionKey]sessionEntry
-	gen     uint64 // counts resets
-}
-
-// generation counts resets: read before a query, it makes an entry put
-// after a reset that happened meanwhile count for nothing.
-func (c *sessionCache) generation() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gen
-}
-
-type sessionEntry struct {
-	epoch authEpoch
-	roles []string
-}
-
-// authEpoch is what an entry was read under: the listener's epoch and this
-// process's own resets (logout and refresh reset at once, before the
-// announcement comes back).
-type authEpoch struct{ listened, resets uint64 }
-
-// maxSessionEntries bounds the cache; past it, it starts afresh.
-const maxSessionEntries = 100_000
-
-func (c *sessionCache) get(k sessionKey, epoch authEpoch) ([]string, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[k]
-	if !ok || e.epoch != epoch {
-		return nil, false
-	}
-	return e.roles, true
-}
-
-// reset forgets every session.
-func (c *sessionCache) reset() {
-	c.mu.Lock()
-	c.entries = nil
-	c.gen++
-	c.mu.Unlock()
-}
-
-func (c *sessionCache) put(k sessionKey, epoch authEpoch, roles []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.entries == nil || len(c.entries) >= maxSessionEntries {
-		c.entries = map[sessionKey]sessionEntry{}
-	}
-	c.entries[k] = sessionEntry{epoch: epoch, roles: roles}
 }

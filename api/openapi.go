@@ -81,7 +81,7 @@ func components() schema {
 // allComponents merges every area's response schemas.
 func allComponents() schema {
 	out := components()
-	for _, area := range []schema{organisationComponents(), classroomComponents(), practiceComponents(), sessionComponents(), modelComponents(), knowledgeComponents(), adminEventComponents()} {
+	for _, area := range []schema{organisationComponents(), classroomComponents(), practiceComponents(), sessionComponents(), modelComponents(), knowledgeComponents(), adminEventComponents(), privacyComponents()} {
 		for k, v := range area {
 			out[k] = v
 		}
@@ -169,6 +169,11 @@ func (s *Server) openAPI() ([]byte, error) {
 		success := schema{"description": http.StatusText(op.status), "headers": successHeaders}
 		if op.response != "" {
 			success["content"] = schema{"application/json": schema{"schema": ref(op.response)}}
+		}
+		if streamedTurns[op.id] {
+			// Accept: text/event-stream: the same answer, streamed.
+			success["content"].(schema)["text/event-stream"] = streamContent()
+			success["description"] = http.StatusText(op.status) + "; with Accept: text/event-stream, the turn streamed as Server-Sent Events"
 		}
 		responses[strconv.Itoa(op.status)] = success
 		errs := append([]int{}, op.errors...)

@@ -1,11 +1,16 @@
 package api
 
+import "maps"
+
 // practiceOperations are few-shot examples and practice sessions.
 func (s *Server) practiceOperations() []operation {
 	return s.fewShotOperations()
 }
 
-// practiceComponents are their response schemas.
+// practiceComponents are their response schemas, and those of a streamed
+// turn's events.
 func practiceComponents() schema {
-	return fewShotComponents()
+	out := fewShotComponents()
+	maps.Copy(out, streamComponents())
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"lectern/aggregates"
 	"lectern/api/validation"
 	"lectern/derrors"
 	"lectern/eventstore"
@@ -81,6 +82,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	var (
 		verrs    validation.Errors
 		field    *derrors.FieldError
+		located  *derrors.LocatedError
 		limited  *derrors.RateLimitedError
 		tooLarge *http.MaxBytesError
 		de       *derrors.Error
@@ -109,7 +111,11 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.Info("request rejected", "status", 422, "request_id", requestID(r.Context()))
 		return
 	case errors.As(err, &field):
-		writeValidation(w, validation.Errors{validation.ValueError(field.Loc, field.Input, field.Msg)})
+		writeValidation(w, validation.Errors{validation.FieldItem(validation.SourcesOf(err), field, fieldMessage(field))})
+		logger.Info("request rejected", "status", 422, "error", err, "request_id", requestID(r.Context()))
+		return
+	case errors.As(err, &located):
+		writeValidation(w, validation.Errors{validation.ValueError(located.Loc, located.Input, located.Msg)})
 		logger.Info("request rejected", "status", 422, "error", err, "request_id", requestID(r.Context()))
 		return
 	case errors.As(err, &limited):
@@ -151,6 +157,26 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.Info("request rejected", "status", status, "error", err, "request_id", requestID(r.Context()))
 	}
 	writeDetail(w, status, msg)
+}
+
+// fieldErrors turns a command's field errors (errors.Join, nested or not)
+// into one validation error list, in order, each at its request location
+// (validation.WithSources; the body by default); any other error is
+// returned as it is.
+func fieldErrors(err error) error {
+	if items, ok := validation.FieldItems(err, fieldMessage); ok {
+		return items
+	}
+	return err
+}
+
+// fieldMessage words a domain field error for the client: the domain's
+// sentence, and what only the interface knows (where a list is served).
+func fieldMessage(f *derrors.FieldError) string {
+	if errors.Is(f, aggregates.ErrUnknownModel) {
+		return f.Msg + "; GET /models lists the models"
+	}
+	return f.Msg
 }
 
 // writeList renders one page of a read model as {items, total, page, size}.

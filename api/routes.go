@@ -13,6 +13,7 @@ func (s *Server) operations() []operation {
 	ops = append(ops, s.modelOperations()...)
 	ops = append(ops, s.knowledgeOperations()...)
 	ops = append(ops, s.adminEventOperations()...)
+	ops = append(ops, s.privacyOperations()...)
 	return ops
 }
 

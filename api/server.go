@@ -59,6 +59,9 @@ type Deps struct {
 	// Metrics, if set, counts requests. Its exposition is served apart from
 	// the API (service.Service.Metrics), never on the API's address.
 	Metrics *metrics.Metrics
+	// StreamHeartbeat is how often an idle streamed turn sends a heartbeat
+	// (0: DefaultStreamHeartbeat).
+	StreamHeartbeat time.Duration
 }
 
 // Validate reports every missing dependency.
@@ -78,10 +81,9 @@ func (d Deps) Validate() error {
 
 // Server serves the API.
 type Server struct {
-	deps     Deps
-	sessions sessionCache
-	ops      []operation
-	handler  http.Handler
+	deps    Deps
+	ops     []operation
+	handler http.Handler
 }
 
 // New builds the router.
@@ -128,6 +130,7 @@ func New(deps Deps) (*Server, error) {
 		_, _ = w.Write(doc)
 	})
 	r.Mount("/docs", docsHandler())
+	appRoutes(r)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -237,14 +240,14 @@ func (s *Server) serve(op operation) http.Handler {
 			ctx = context.WithoutCancel(ctx)
 		}
 		r = r.WithContext(ctx)
-		handle := func(w http.ResponseWriter) error { return op.handle(w, r, in) }
+		handle := func(ctx context.Context, w http.ResponseWriter) error { return op.handle(w, r.WithContext(ctx), in) }
 		if op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
 			if err := s.idempotently(w, r, in.user.UserID, body, handle); err != nil {
 				writeError(w, r, s.deps.Logger, err)
 			}
 			return
 		}
-		if err := handle(w); err != nil {
+		if err := handle(ctx, w); err != nil {
 			writeError(w, r, s.deps.Logger, err)
 		}
 	})

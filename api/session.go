@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -384,33 +385,6 @@ func (s *Server) turnFailure(w http.ResponseWriter, r *http.Request, err error) 
 	return fieldErrors(err)
 }
 
-// fieldErrors turns joined field errors (errors.Join, nested or not) into one
-// validation error list, in order; any other error is returned as it is.
-func fieldErrors(err error) error {
-	var items validation.Errors
-	var collect func(error) bool
-	collect = func(e error) bool {
-		if joined, ok := e.(interface{ Unwrap() []error }); ok {
-			for _, inner := range joined.Unwrap() {
-				if !collect(inner) {
-					return false
-				}
-			}
-			return true
-		}
-		var field *derrors.FieldError
-		if !errors.As(e, &field) {
-			return false
-		}
-		items = append(items, validation.ValueError(field.Loc, field.Input, field.Msg))
-		return true
-	}
-	if err == nil || !collect(err) {
-		return err
-	}
-	return items
-}
-
 func (s *Server) runSession(w http.ResponseWriter, r *http.Request, in input) error {
 	gp, err := generationParamsOf(in.body, "generation_params")
 	if err != nil {
@@ -427,6 +401,12 @@ func (s *Server) runSession(w http.ResponseWriter, r *http.Request, in input) er
 	}
 	c.StyleParams, _ = in.body.Object("style_params")
 	c.FewShotExampleIDs, _ = in.body.Ints("few_shot_example_ids")
+	if wantsStream(r) {
+		return s.streamTurn(w, r, http.StatusCreated, func(ctx context.Context, obs commands.TurnObserver) (aggregates.Session, commands.Result, error) {
+			c.Observer = obs
+			return s.deps.Commands.Sessions.Run(ctx, c)
+		})
+	}
 	state, res, err := s.deps.Commands.Sessions.Run(r.Context(), c)
 	if err != nil {
 		return s.turnFailure(w, r, err)
@@ -441,6 +421,12 @@ func (s *Server) chatSession(w http.ResponseWriter, r *http.Request, in input) e
 	c.SessionID, _ = in.path.Int("session_id")
 	c.PromptText, _ = in.body.String("prompt_text")
 	c.ModelNames, _ = in.body.Strings("model_names")
+	if wantsStream(r) {
+		return s.streamTurn(w, r, http.StatusOK, func(ctx context.Context, obs commands.TurnObserver) (aggregates.Session, commands.Result, error) {
+			c.Observer = obs
+			return s.deps.Commands.Sessions.Continue(ctx, c)
+		})
+	}
 	state, res, err := s.deps.Commands.Sessions.Continue(r.Context(), c)
 	if err != nil {
 		return s.turnFailure(w, r, err)

@@ -90,7 +90,7 @@ func newModelEnv(t *testing.T, models ...llm.Model) *env {
 		t.Fatal(err)
 	}
 	svc, err := service.New(service.Config{
-		Pool: e.pool, JWTKey: e.key, Mail: e.mail, AddressLimit: 100000,
+		Pool: e.pool, JWTKey: e.key, DataKey: dataKey, Mail: e.mail, AddressLimit: 100000,
 		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Models:          cat,
 		ModelOptions:    []llm.Option{llm.WithHTTPClient(&http.Client{})},

@@ -1,12 +1,15 @@
 package blobs_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"os"
 	"testing"
 
 	"lectern/blobs"
+	"lectern/personal"
 	"lectern/pgtest"
 )
 
@@ -17,10 +20,28 @@ func TestMain(m *testing.M) {
 }
 
 func TestPutAndGet(t *testing.T) {
+	t.Run("in clear", func(t *testing.T) { testPutAndGet(t, nil) })
+	t.Run("sealed", func(t *testing.T) {
+		key := make([]byte, 32)
+		_, _ = rand.Read(key)
+		keys, err := personal.NewKeys(pgtest.Pool(t), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		testPutAndGet(t, keys)
+	})
+}
+
+func testPutAndGet(t *testing.T, keys *personal.Keys) {
 	ctx := context.Background()
-	db := pgtest.Pool(t)
+	db := pgtest.Fresh(t)
+	var src personal.KeySource
+	if keys != nil {
+		src = keys
+	}
+	store := blobs.New(db, src)
 	text := []byte("Cells divide by mitosis.")
-	ref, err := blobs.Put(ctx, db, 7, text)
+	ref, err := store.Put(ctx, 7, text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,26 +49,59 @@ func TestPutAndGet(t *testing.T) {
 		t.Errorf("Put returned %+v, want the address of the text", ref)
 	}
 	// The same content again is stored once.
-	if again, err := blobs.Put(ctx, db, 7, text); err != nil || again != ref {
+	if again, err := store.Put(ctx, 7, text); err != nil || again != ref {
 		t.Errorf("Put again: %+v, %v", again, err)
 	}
 	var rows int
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM document_blobs WHERE owner_id = 7`).Scan(&rows); err != nil || rows != 1 {
 		t.Errorf("%d rows (%v), want 1", rows, err)
 	}
-	got, err := blobs.Get(ctx, db, 7, ref)
+	got, err := store.Get(ctx, 7, ref)
 	if err != nil || string(got) != string(text) {
 		t.Errorf("Get: %q, %v", got, err)
 	}
 	// Another owner's address finds nothing, even for the same text.
-	if _, err := blobs.Get(ctx, db, 8, ref); !errors.Is(err, blobs.ErrNotFound) {
+	if _, err := store.Get(ctx, 8, ref); !errors.Is(err, blobs.ErrNotFound) {
 		t.Errorf("another owner's Get: %v, want ErrNotFound", err)
 	}
+	if keys != nil {
+		var stored []byte
+		if err := db.QueryRow(ctx, `SELECT content FROM document_blobs WHERE owner_id = 7`).Scan(&stored); err != nil ||
+			bytes.Contains(stored, []byte("mitosis")) {
+			t.Errorf("the stored blob %q (%v): want it sealed", stored, err)
+		}
+	}
 	// Content that no longer matches its address is an error, not a text.
-	if _, err := db.Exec(ctx, `UPDATE document_blobs SET content = 'tampered' WHERE owner_id = 7`); err != nil {
+	if _, err := db.Exec(ctx, `UPDATE document_blobs SET content = 'tampered', sealed = false WHERE owner_id = 7`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := blobs.Get(ctx, db, 7, ref); err == nil || errors.Is(err, blobs.ErrNotFound) {
+	if _, err := store.Get(ctx, 7, ref); err == nil || errors.Is(err, blobs.ErrNotFound) {
 		t.Errorf("Get of tampered content: %v, want a hash mismatch", err)
+	}
+}
+
+// Once its owner is erased, a sealed blob reads as not found.
+func TestErasedOwnersBlobsAreUnreadable(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Fresh(t)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	keys, err := personal.NewKeys(db, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := blobs.New(db, keys)
+	ref, err := store.Put(ctx, 9, []byte("a student's essay"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Erase(ctx, "user-9"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Get(ctx, 9, ref); !errors.Is(err, blobs.ErrNotFound) {
+		t.Errorf("Get after erasure: %v, want ErrNotFound", err)
+	}
+	if _, err := store.Put(ctx, 9, []byte("more")); !errors.Is(err, personal.ErrErased) {
+		t.Errorf("Put after erasure: %v, want ErrErased", err)
 	}
 }

@@ -25,10 +25,7 @@ const (
 	courseKeyScope = "course_key"
 	// inviteCodeScope keys are the code, owned by the class's stream.
 	inviteCodeScope = "invite_code"
-	// activeEnrollmentScope keys are "<class_id>:<student_id>", owned by the
-	// active enrollment's stream and released when it is dropped. They also
-	// count a class's active enrollments against its capacity.
-	activeEnrollmentScope = "active_enrollment"
+	// activeEnrollmentScope, the seats', is seatReservations' (seats.go).
 )
 
 // Classroom is the courses, classes, invite codes and enrollments use cases.
@@ -108,12 +105,11 @@ func (c *Classroom) CreateCourse(ctx context.Context, cmd aggregates.CreateCours
 	cmd.CourseID = id
 	stream := eventstore.StreamName(events.CategoryCourse, id)
 	key := courseKeyClaim(cmd.OrgID, cmd.CourseKey)
-	ok, err := claim(ctx, c.d, courseKeyScope, key, stream)
-	if err != nil {
+	// The stream's id is new, or (under an Idempotency-Key) an earlier
+	// attempt's of this request: a claim it already holds is that attempt's,
+	// and this command's to give up if it fails.
+	if _, err := c.claimOwned(ctx, courseKeyScope, key, stream, duplicateCourseKey); err != nil {
 		return aggregates.Course{}, Result{}, err
-	}
-	if !ok {
-		return aggregates.Course{}, Result{}, derrors.New(derrors.ErrConflict, duplicateCourseKey)
 	}
 	course, res, err := create(ctx, c.d, stream, aggregates.EvolveCourse,
 		func(s aggregates.Course) ([]events.Event, error) { return aggregates.DecideCreateCourse(s, cmd) })
@@ -233,8 +229,16 @@ func (c *Classroom) CreateClass(ctx context.Context, cmd aggregates.CreateClass)
 		func(s aggregates.Class) ([]events.Event, error) { return aggregates.DecideCreateClass(s, cmd) })
 	if err != nil {
 		releaseCodes()
+		return class, res, err
 	}
-	return class, res, err
+	for _, code := range claimed {
+		if _, ok := class.Code(code); !ok {
+			// A retry that found the class its dead attempt created, with
+			// that attempt's codes: the codes drawn now go unused.
+			release(ctx, c.d, inviteCodeScope, code, stream)
+		}
+	}
+	return class, res, nil
 }
 
 // UpdateClass applies a merge update. A new course must belong to the
@@ -258,51 +262,9 @@ func (c *Classroom) RevokeInviteCode(ctx context.Context, cmd aggregates.RevokeI
 		func(s aggregates.Class) ([]events.Event, error) { return aggregates.DecideRevokeInviteCode(s, cmd) })
 }
 
-func activeEnrollmentKey(classID, studentID int64) string {
-	return strconv.FormatInt(classID, 10) + ":" + strconv.FormatInt(studentID, 10)
-}
-
-// claimSeat claims the student's one active enrollment in the class and,
-// in the same transaction, a seat under its capacity. A per-class advisory
-// lock serialises the count and the claim, so concurrent enrollments never
-// overfill a class.
-func (c *Classroom) claimSeat(ctx context.Context, class aggregates.Class, studentID int64, owner string) error {
-	tx, err := c.d.DB.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-		activeEnrollmentScope+":"+strconv.FormatInt(class.ID, 10)); err != nil {
-		return err
-	}
-	key := activeEnrollmentKey(class.ID, studentID)
-	var held bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM unique_claims WHERE scope = $1 AND key = $2)`,
-		activeEnrollmentScope, key).Scan(&held); err != nil {
-		return err
-	}
-	if held {
-		return derrors.New(derrors.ErrConflict, "The student already has an active enrollment in this class")
-	}
-	if class.Capacity != nil {
-		var active int64
-		// The literal scope matches the partial index on the class id.
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM unique_claims
-			WHERE scope = 'active_enrollment' AND split_part(key, ':', 1) = $1`,
-			strconv.FormatInt(class.ID, 10)).Scan(&active); err != nil {
-			return err
-		}
-		if active >= *class.Capacity {
-			return derrors.New(derrors.ErrConflict, "The class is full")
-		}
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO unique_claims (scope, key, owner) VALUES ($1, $2, $3)`,
-		activeEnrollmentScope, key, owner); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
-}
+// seats are the classes' seats: the capacity and one-active-enrollment
+// rule, which spans a class and its enrollments.
+func (c *Classroom) seats() seatReservations { return seatReservations{db: c.d.DB} }
 
 // Enroll enrolls a student in a class of orgID. The student must have an
 // account; an active enrollment takes the student's one active place in the
@@ -336,7 +298,7 @@ func (c *Classroom) Enroll(ctx context.Context, orgID, classID int64, cmd aggreg
 	stream := eventstore.StreamName(events.CategoryEnrollment, id)
 	active := cmd.Status == nil || *cmd.Status == aggregates.EnrollmentActive
 	if active {
-		if err := c.claimSeat(ctx, class, cmd.StudentID, stream); err != nil {
+		if err := c.seats().Reserve(ctx, class, cmd.StudentID, stream); err != nil {
 			return aggregates.Enrollment{}, Result{}, err
 		}
 	}
@@ -345,7 +307,7 @@ func (c *Classroom) Enroll(ctx context.Context, orgID, classID int64, cmd aggreg
 			return aggregates.DecideCreateEnrollment(s, cmd)
 		})
 	if err != nil && active {
-		release(ctx, c.d, activeEnrollmentScope, activeEnrollmentKey(class.ID, cmd.StudentID), stream)
+		c.seats().Release(ctx, class.ID, cmd.StudentID, stream)
 	}
 	return en, res, err
 }
@@ -425,9 +387,17 @@ func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggreg
 		return aggregates.Enrollment{}, Result{}, errCodeNotFound
 	}
 	use := aggregates.UseInviteCode{Code: code, UserID: userID, Now: c.now()}
-	// Refuse a code that cannot be used before taking a seat.
+	// Refuse a code that cannot be used before taking a seat; unless the use
+	// was recorded by an attempt of this request that died after it (the
+	// code may be used up by that very use).
 	if _, err := aggregates.DecideUseInviteCode(class, use); err != nil {
-		return aggregates.Enrollment{}, Result{}, err
+		again, aerr := appliedBefore(ctx, c.d, classStream)
+		if aerr != nil {
+			return aggregates.Enrollment{}, Result{}, aerr
+		}
+		if !again {
+			return aggregates.Enrollment{}, Result{}, err
+		}
 	}
 	id, err := nextID(ctx, c.d, "enrollment_ids")
 	if err != nil {
@@ -435,14 +405,14 @@ func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggreg
 	}
 	use.EnrollmentID = id
 	stream := eventstore.StreamName(events.CategoryEnrollment, id)
-	if err := c.claimSeat(ctx, class, userID, stream); err != nil {
+	if err := c.seats().Reserve(ctx, class, userID, stream); err != nil {
 		return aggregates.Enrollment{}, Result{}, err
 	}
-	seatKey := activeEnrollmentKey(class.ID, userID)
+	classID := class.ID
 	class, _, err = execute(ctx, c.d, classStream, aggregates.EvolveClass,
 		func(s aggregates.Class) ([]events.Event, error) { return aggregates.DecideUseInviteCode(s, use) })
 	if err != nil {
-		release(ctx, c.d, activeEnrollmentScope, seatKey, stream)
+		c.seats().Release(ctx, classID, userID, stream)
 		return aggregates.Enrollment{}, Result{}, err
 	}
 	invite, _ := class.Code(code)
@@ -456,7 +426,7 @@ func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggreg
 		})
 	if err != nil {
 		// The use stays counted: the class's history already holds it.
-		release(ctx, c.d, activeEnrollmentScope, seatKey, stream)
+		c.seats().Release(ctx, classID, userID, stream)
 		return en, res, fmt.Errorf("join class %d: the invite code use was recorded but the enrollment was not: %w", class.ID, err)
 	}
 	return en, res, nil
@@ -472,6 +442,6 @@ func (c *Classroom) DropEnrollment(ctx context.Context, cmd aggregates.DropEnrol
 		return en, res, err
 	}
 	// Only this stream's own claim is released (owner check).
-	release(ctx, c.d, activeEnrollmentScope, activeEnrollmentKey(en.ClassID, en.StudentID), stream)
+	c.seats().Release(ctx, en.ClassID, en.StudentID, stream)
 	return en, res, nil
 }

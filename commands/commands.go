@@ -14,6 +14,8 @@ type Commands struct {
 	Practice      *Practice
 	Sessions      *Sessions
 	Knowledge     *Knowledge
+	// Erasure erases users' personal data; nil without a data key.
+	Erasure *Erasure
 	// Store is the event store they append to; the event history reads it.
 	Store eventstore.Store
 }

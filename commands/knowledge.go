@@ -30,6 +30,7 @@ type Knowledge struct {
 	d        Deps
 	reads    *queries.DB
 	embedder knowledge.Embedder
+	blobs    *blobs.Store
 	logger   *slog.Logger
 	vectors  *vectorCache
 	// Poll is how often an idle worker looks for a job (default 200 ms).
@@ -40,8 +41,11 @@ type Knowledge struct {
 }
 
 // NewKnowledge refuses missing dependencies.
-func NewKnowledge(d Deps, reads *queries.DB, embedder knowledge.Embedder, logger *slog.Logger) (*Knowledge, error) {
+func NewKnowledge(d Deps, reads *queries.DB, embedder knowledge.Embedder, texts *blobs.Store, logger *slog.Logger) (*Knowledge, error) {
 	err := d.Validate()
+	if texts == nil {
+		err = errors.Join(err, errors.New("commands: nil blob store"))
+	}
 	if reads == nil {
 		err = errors.Join(err, errors.New("commands: nil read models"))
 	}
@@ -54,7 +58,7 @@ func NewKnowledge(d Deps, reads *queries.DB, embedder knowledge.Embedder, logger
 	if err != nil {
 		return nil, err
 	}
-	return &Knowledge{d: d, reads: reads, embedder: embedder, logger: logger, vectors: newVectorCache(d.DB),
+	return &Knowledge{d: d, reads: reads, embedder: embedder, blobs: texts, logger: logger, vectors: newVectorCache(d.DB),
 		Poll: 200 * time.Millisecond, Lease: time.Minute}, nil
 }
 
@@ -76,7 +80,7 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	c.KnowledgeID = id
 	// The text is stored before the event that refers to it: a failed
 	// append leaves an unreferenced blob, never an event without its text.
-	ref, err := blobs.Put(ctx, k.d.DB, c.OwnerID, []byte(c.Content))
+	ref, err := k.blobs.Put(ctx, c.OwnerID, []byte(c.Content))
 	if err != nil {
 		return aggregates.KnowledgeDocument{}, 0, Result{}, err
 	}
@@ -333,13 +337,25 @@ func (k *Knowledge) runJob(ctx context.Context, jobID, knowledgeID int64) error 
 	return err
 }
 
+// DocumentText is the text of the caller's document (a personal export).
+func (k *Knowledge) DocumentText(ctx context.Context, caller, knowledgeID int64) (string, error) {
+	doc, _, _, err := load(ctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument)
+	if err != nil {
+		return "", err
+	}
+	if !doc.Exists() || doc.OwnerID != caller {
+		return "", derrors.New(derrors.ErrNotFound, "Knowledge document not found")
+	}
+	return k.text(ctx, doc)
+}
+
 // text is a document's text: its blob, or the text its upload event held
 // before blobs.
 func (k *Knowledge) text(ctx context.Context, doc aggregates.KnowledgeDocument) (string, error) {
 	if doc.Content != "" || doc.ContentHash == "" {
 		return doc.Content, nil
 	}
-	content, err := blobs.Get(ctx, k.d.DB, doc.OwnerID, blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize})
+	content, err := k.blobs.Get(ctx, doc.OwnerID, blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize})
 	if err != nil {
 		return "", fmt.Errorf("the text of knowledge document %d: %w", doc.ID, err)
 	}

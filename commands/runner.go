@@ -74,19 +74,43 @@ func metadataFrom(ctx context.Context) eventstore.Metadata {
 
 // load folds a stream into state.
 func load[S any](ctx context.Context, d Deps, stream string, evolve func(S, events.Envelope) S) (state S, version int64, last eventstore.Position, err error) {
+	state, version, last, _, err = loadUntil(ctx, d, stream, evolve, nil)
+	return state, version, last, err
+}
+
+// loadUntil is load for a command whose i-th event would have the id
+// eventID(i) (nil: ids of no interest). When the stream already holds those
+// events, applied is true and the fold stops after them: the state, version
+// and position are those the command left.
+func loadUntil[S any](ctx context.Context, d Deps, stream string, evolve func(S, events.Envelope) S, eventID func(int) uuid.UUID) (state S, version int64, last eventstore.Position, applied bool, err error) {
 	recorded, err := d.Store.ReadStream(ctx, stream, eventstore.Forwards, 1, 0)
 	if err != nil {
-		return state, 0, last, err
+		return state, 0, last, false, err
+	}
+	if eventID != nil {
+		first := eventID(0)
+		for at, r := range recorded {
+			if r.ID != first {
+				continue
+			}
+			// One append's events are consecutive in their stream.
+			end := at + 1
+			for end < len(recorded) && recorded[end].ID == eventID(end-at) {
+				end++
+			}
+			recorded, applied = recorded[:end], true
+			break
+		}
 	}
 	for _, r := range recorded {
 		e, err := d.Registry.Decode(r.Type, r.SchemaVersion, r.Data)
 		if err != nil {
-			return state, 0, last, fmt.Errorf("load %s: %w", stream, err)
+			return state, 0, last, false, fmt.Errorf("load %s: %w", stream, err)
 		}
 		state = evolve(state, envelope(r, e))
 		version, last = r.Version, r.Position
 	}
-	return state, version, last, nil
+	return state, version, last, applied, nil
 }
 
 func envelope(r eventstore.RecordedEvent, e events.Event) events.Envelope {
@@ -110,15 +134,31 @@ func create[S any](ctx context.Context, d Deps, stream string, evolve func(S, ev
 }
 
 func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve func(S, events.Envelope) S, decide func(S) ([]events.Event, error)) (S, Result, error) {
+	// Under an Idempotency-Key the event ids are the key's (see
+	// WithIdempotency), else random.
+	idem := idempotencyFrom(ctx)
+	var eventID func(int) uuid.UUID
+	if idem != nil {
+		n := idem.nextRun(stream, true)
+		eventID = func(i int) uuid.UUID { return idem.eventID(stream, n, i) }
+	}
 	for attempt := 1; ; attempt++ {
 		var state S
 		var version int64
 		var last eventstore.Position
 		var err error
-		if !fresh || attempt > 1 {
-			state, version, last, err = load(ctx, d, stream, evolve)
+		// A fresh stream is read too under a key: a retry may find there
+		// what its dead attempt appended.
+		if !fresh || attempt > 1 || eventID != nil {
+			var applied bool
+			state, version, last, applied, err = loadUntil(ctx, d, stream, evolve, eventID)
 			if err != nil {
 				return state, Result{}, err
+			}
+			if applied {
+				// An attempt of this request that died after appending
+				// recorded the command: its events are the outcome.
+				return state, Result{Position: last, Appended: true}, nil
 			}
 		}
 		decided, err := decide(state)
@@ -136,12 +176,21 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 			if err != nil {
 				return state, Result{}, err
 			}
+			id := uuid.New()
+			if eventID != nil {
+				id = eventID(i)
+			}
 			data[i] = eventstore.EventData{
-				ID: uuid.New(), Type: e.EventType(), SchemaVersion: e.SchemaVersion(),
+				ID: id, Type: e.EventType(), SchemaVersion: e.SchemaVersion(),
 				Data: raw, Metadata: meta, RecordedAt: now,
 			}
 		}
 		res, err := d.Store.Append(ctx, stream, eventstore.Exact(version), data)
+		if idem != nil && !errors.Is(err, eventstore.ErrWrongExpectedVersion) && !errors.Is(err, eventstore.ErrAppendTooLarge) {
+			// Written, or perhaps written (a time-out): the key must outlive
+			// a failure of the request for a retry to find these events.
+			idem.markAppended()
+		}
 		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
 			if attempt < maxAttempts {
 				continue
@@ -164,9 +213,21 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 	}
 }
 
-// nextID allocates an id of a category from its PostgreSQL sequence.
+// nextID allocates an id of a category from its PostgreSQL sequence; under
+// an Idempotency-Key, the id the key drew there before, if it did.
 func nextID(ctx context.Context, d Deps, sequence string) (int64, error) {
-	return d.IDs.Next(ctx, sequence)
+	id, err := d.IDs.Next(ctx, sequence)
+	if err != nil {
+		return 0, err
+	}
+	if idem := idempotencyFrom(ctx); idem != nil {
+		drawn := [][]int64{{id}}
+		if err := remember(ctx, d, idem, []string{sequence}, drawn); err != nil {
+			return 0, err
+		}
+		id = drawn[0][0]
+	}
+	return id, nil
 }
 
 // claim reserves key in scope for owner; false when another owner holds it.

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"lectern/aggregates"
 	"lectern/events"
@@ -64,6 +65,8 @@ type RunSession struct {
 	StyleParams       map[string]any
 	GenerationParams  events.GenerationParams
 	FewShotExampleIDs []int64
+	// Observer, if set, follows the turn as its models stream their answers.
+	Observer TurnObserver
 }
 
 // ContinueSession runs the next turn of the caller's session (seed 4.2).
@@ -73,6 +76,8 @@ type ContinueSession struct {
 	PromptText string
 	// ModelNames are the models to call; empty: the previous turn's.
 	ModelNames []string
+	// Observer, if set, follows the turn as its models stream their answers.
+	Observer TurnObserver
 }
 
 // Run starts the session c describes with its first turn.
@@ -125,7 +130,10 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 		return aggregates.Session{}, Result{}, err
 	}
 	allocated := s.allocateAhead(ctx, true, len(models), len(models), len(links))
-	turn := s.callModels(ctx, models, primary, prompt, aggregates.EffectiveParams(settings.StylePreset, settings.GenerationParams))
+	// A streamed turn names its session first: once its id is drawn.
+	gate := startGate(c.Observer, func() (int64, error) { ids, err := allocated(); return ids.session, err })
+	turn := s.callModels(ctx, models, primary, prompt, aggregates.EffectiveParams(settings.StylePreset, settings.GenerationParams), gate)
+	gate.settle()
 	turn.Passages = passages
 	if err := aggregates.CheckAnswers(turn.Answers); err != nil {
 		return aggregates.Session{}, Result{}, err
@@ -194,8 +202,10 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 		}
 	}
 	allocated := s.allocateAhead(ctx, false, fresh, len(models), 0)
+	gate := startGate(c.Observer, func() (int64, error) { return c.SessionID, nil })
 	turn := s.callModels(ctx, models, primary, prompt,
-		aggregates.EffectiveParams(state.Settings.StylePreset, state.Settings.GenerationParams))
+		aggregates.EffectiveParams(state.Settings.StylePreset, state.Settings.GenerationParams), gate)
+	gate.settle()
 	turn.Passages = passages
 	if err := aggregates.CheckAnswers(turn.Answers); err != nil {
 		return state, Result{}, err
@@ -296,9 +306,10 @@ func modelRef(m llm.Model) aggregates.ModelRef {
 	return aggregates.ModelRef{ID: m.ID, Name: m.Name, Provider: m.Provider, ProviderModel: m.ProviderModel}
 }
 
-// callModels sends the prompt to every model at once. It holds no database
-// transaction: a model may take its whole timeout.
-func (s *Sessions) callModels(ctx context.Context, refs []aggregates.ModelRef, primary int, p aggregates.Prompt, params events.TurnParams) aggregates.TurnOutcome {
+// callModels sends the prompt to every model at once, streaming their
+// answers through gate when there is one. It holds no database transaction:
+// a model may take its whole timeout.
+func (s *Sessions) callModels(ctx context.Context, refs []aggregates.ModelRef, primary int, p aggregates.Prompt, params events.TurnParams, gate *turnGate) aggregates.TurnOutcome {
 	messages := p.Messages()
 	req := llm.Request{Params: llm.Params{Temperature: params.Temperature, TopP: params.TopP,
 		MaxTokens: params.MaxTokens, MaxCompletionTokens: params.MaxCompletionTokens}}
@@ -309,18 +320,30 @@ func (s *Sessions) callModels(ctx context.Context, refs []aggregates.ModelRef, p
 	for i, r := range refs {
 		models[i], _ = s.gateway.Catalogue().ByName(r.Name) // the refs came from this catalogue
 	}
-	results := s.gateway.CompleteAll(ctx, models, req)
+	var results []llm.Result
+	if gate == nil {
+		results = s.gateway.CompleteAll(ctx, models, req)
+	} else {
+		results = s.gateway.StreamAll(ctx, models, req,
+			func(i int, text string) { gate.delta(refs[i].Name, text) },
+			func(i int, r llm.Result) { gate.ended(answerOf(refs[i], r), i == primary) })
+	}
 	answers := make([]aggregates.ModelAnswer, len(results))
 	for i, r := range results {
-		a := aggregates.ModelAnswer{Model: refs[i], Text: r.Text, Latency: r.Latency, Attempts: r.Attempts,
-			Usage: events.TokenUsage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens, TotalTokens: r.Usage.TotalTokens}}
-		if r.Err != nil {
-			a.Error = &events.ModelError{Kind: r.Err.Kind, Message: r.Err.Message}
-			a.Usage = events.TokenUsage{}
-		}
-		answers[i] = a
+		answers[i] = answerOf(refs[i], r)
 	}
 	return aggregates.TurnOutcome{PromptText: p.Text, Messages: messages, Params: params, Answers: answers, Primary: primary}
+}
+
+// answerOf is a model's result as the turn records it.
+func answerOf(ref aggregates.ModelRef, r llm.Result) aggregates.ModelAnswer {
+	a := aggregates.ModelAnswer{Model: ref, Text: r.Text, Latency: r.Latency, Attempts: r.Attempts,
+		Usage: events.TokenUsage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens, TotalTokens: r.Usage.TotalTokens}}
+	if r.Err != nil {
+		a.Error = &events.ModelError{Kind: r.Err.Kind, Message: r.Err.Message}
+		a.Usage = events.TokenUsage{}
+	}
+	return a
 }
 
 // sessionIDs are ids allocated for one write.
@@ -330,9 +353,9 @@ type sessionIDs struct {
 }
 
 // allocateAhead draws a turn's ids while its models answer, off the turn's
-// critical path; the returned function waits for them. The ids of a turn
-// that then fails are skipped, as a sequence skips those a rolled-back
-// transaction drew.
+// critical path; the returned function waits for them (and may be called
+// again). The ids of a turn that then fails are skipped, as a sequence
+// skips those a rolled-back transaction drew.
 func (s *Sessions) allocateAhead(ctx context.Context, newSession bool, models, responses, links int) func() (sessionIDs, error) {
 	type drawn struct {
 		ids sessionIDs
@@ -343,10 +366,10 @@ func (s *Sessions) allocateAhead(ctx context.Context, newSession bool, models, r
 		ids, err := s.allocate(ctx, newSession, models, responses, links)
 		ch <- drawn{ids, err}
 	}()
-	return func() (sessionIDs, error) {
+	return sync.OnceValues(func() (sessionIDs, error) {
 		d := <-ch
 		return d.ids, d.err
-	}
+	})
 }
 
 // allocate takes ids from the session sequences in one round trip: a session
@@ -364,6 +387,9 @@ func (s *Sessions) allocate(ctx context.Context, newSession bool, models, respon
 		newSession, models, responses, links).Scan(&session, &setting, &ids.models, &ids.responses, &ids.links)
 	if session != nil && setting != nil {
 		ids.session, ids.setting = *session, *setting
+	}
+	if err == nil {
+		err = rememberSessionIDs(ctx, s.d, newSession, &ids)
 	}
 	return ids, err
 }

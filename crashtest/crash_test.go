@@ -33,6 +33,7 @@ import (
 	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/postgres"
 	"lectern/failpoint"
+	"lectern/personal"
 	"lectern/pgtest"
 	"lectern/poll"
 	"lectern/service"
@@ -86,7 +87,8 @@ func newSystem(t *testing.T, storeKind string) *system {
 		key[i] = byte(i*7 + 1)
 	}
 	s := &system{t: t, bin: bin, pool: pool, logs: &bytes.Buffer{},
-		env: []string{"DATABASE_URL=" + dbURL, "LECTERN_JWT_KEY=" + hex.EncodeToString(key), "LECTERN_LOG_LEVEL=WARN"}}
+		env: []string{"DATABASE_URL=" + dbURL, "LECTERN_JWT_KEY=" + hex.EncodeToString(key),
+			"LECTERN_DATA_KEY=" + hex.EncodeToString(key[:32]), "LECTERN_LOG_LEVEL=WARN"}}
 	switch storeKind {
 	case "esdbfake":
 		fake, err := esdbfake.New()
@@ -104,6 +106,12 @@ func newSystem(t *testing.T, storeKind string) *system {
 	default:
 		s.store = postgres.New(pool, nil)
 	}
+	// Read as the service reads it: personal fields (agents' names) opened.
+	keys, err := personal.NewKeys(pool, key[:32])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.store = personal.NewStore(s.store, personal.NewSealer(keys))
 	s.run(nil, "users", "create", "--email", "ada@example.com", "--name", "Ada", "--password", "correct horse")
 	// An operator's command records who acted.
 	evs, err := s.store.ReadStream(context.Background(), "user-1", eventstore.Forwards, 1, 1)

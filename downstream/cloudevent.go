@@ -1,7 +1,7 @@
 // Package downstream publishes the classroom's changes (class, course,
-// partner and enrollment events) to downstream systems as CloudEvents 1.0
-// JSON messages through Watermill: to a watermill-sql topic in PostgreSQL by
-// default, or to NATS JetStream. docs/subscribing.md is its contract.
+// partner and enrollment events), and users' erasures, to downstream systems
+// as CloudEvents 1.0 JSON messages through Watermill: to a watermill-sql
+// topic in PostgreSQL by default, or to NATS JetStream. docs/subscribing.md is its contract.
 package downstream
 
 import (
@@ -61,10 +61,24 @@ func Encode(m events.Meta, e events.Event) (cloudevents.Event, error) {
 // Redacted stands for a secret left out of a published event.
 const Redacted = "[redacted]"
 
+// erasedUser is the data of a user.erased message: whom to erase. Who
+// erased them (the event's actor) stays in the service.
+type erasedUser struct {
+	UserID int64 `json:"user_id"`
+}
+
 // redact leaves out what must not leave the service: an invite code admits
-// whoever holds it to its class, so downstream systems get its id only.
-func redact(e events.Event) events.Event {
+// whoever holds it to its class, so downstream systems get its id only; and
+// a partner's contact details are personal data, which a broker keeps for
+// its retention and cannot erase, so downstream systems get the partner's
+// ids and read the rest from the API (docs/privacy.md).
+func redact(e events.Event) any {
 	switch e := e.(type) {
+	case events.UserErased:
+		return erasedUser{UserID: e.UserID}
+	case events.PartnerCreated:
+		e.FullName, e.Email, e.Phone = Redacted, Redacted, nil
+		return e
 	case events.InviteCodeIssued:
 		e.Code = Redacted
 		return e

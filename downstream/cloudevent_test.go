@@ -73,6 +73,22 @@ func TestEncode(t *testing.T) {
 	}
 }
 
+// A user's erasure goes out as whom to erase: who erased them stays in.
+func TestEncodeUserErased(t *testing.T) {
+	m := events.Meta{EventID: "0193a1f2-7c1e-7d3a-9b1e-1f2a3b4c5d6f", StreamID: "user-7", Version: 3,
+		RecordedAt: time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC), UserID: 1}
+	ce, err := downstream.Encode(m, events.UserErased{UserID: 7, Actor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ce.Type() != "lectern.user.erased" || ce.Subject() != "user-7" || ce.ID() != m.EventID {
+		t.Errorf("type %s subject %s id %s", ce.Type(), ce.Subject(), ce.ID())
+	}
+	if got := string(ce.Data()); got != `{"user_id":7}` {
+		t.Errorf("data %s, want {\"user_id\":7}", got)
+	}
+}
+
 func TestEncodeRefusesAnEventWithoutID(t *testing.T) {
 	_, err := downstream.Encode(events.Meta{StreamID: "course-1", Version: 1, RecordedAt: time.Now()}, events.CourseCreated{CourseID: 1})
 	if err == nil {
@@ -81,8 +97,9 @@ func TestEncodeRefusesAnEventWithoutID(t *testing.T) {
 }
 
 // The forwarder publishes every event type of the class, course, partner and
-// enrollment streams, and no other: a new event type of these categories
-// cannot be forgotten.
+// enrollment streams, and user.erased (subscribers erase what they hold of
+// the user), and no other: a new event type of these categories cannot be
+// forgotten.
 func TestForwardsEveryClassroomEventType(t *testing.T) {
 	f, err := downstream.New(downstream.Config{})
 	if err != nil {
@@ -129,6 +146,7 @@ func TestForwardsEveryClassroomEventType(t *testing.T) {
 			}
 		}
 	}
+	declared = append(declared, events.UserErased{}.EventType())
 	slices.Sort(declared)
 	if len(declared) == 0 || !slices.Equal(handled, declared) {
 		t.Fatalf("forwarded %v\nclassroom event types %v", handled, declared)

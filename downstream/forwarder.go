@@ -47,9 +47,11 @@ type Config struct {
 	Logger    *slog.Logger
 }
 
-// Forwarder publishes every class, course, partner and enrollment event, in
-// log order, as a CloudEvent. It is a projection (Projection) run by its own
-// projections.Runner under Run's supervision.
+// Forwarder publishes every class, course, partner and enrollment event, and
+// every user.erased (so that subscribers erase what they hold of the user,
+// partners' personal data included), in log order, as a CloudEvent. It is a
+// projection (Projection) run by its own projections.Runner under Run's
+// supervision.
 type Forwarder struct {
 	topic     string
 	pub       publisher
@@ -118,6 +120,7 @@ func (f *Forwarder) Projection() projections.Projection {
 		on[events.InviteCodeIssued](f), on[events.InviteCodeUsed](f), on[events.InviteCodeRevoked](f),
 		on[events.EnrollmentCreated](f), on[events.EnrollmentDropped](f),
 		on[events.PartnerCreated](f),
+		on[events.UserErased](f),
 	}}
 }
 

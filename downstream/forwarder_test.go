@@ -20,6 +20,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/cloudevents/sdk-go/v2/types"
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/downstream"
@@ -112,8 +113,8 @@ func id(m map[string]any) int64 { return int64(m["id"].(float64)) }
 // classroom creates an organisation, a partner, a course, a class (with its
 // two invite codes), renames the class, enrolls a student and drops the
 // enrollment: every kind of change a subscriber sees, and some it must not
-// (users, the organisation).
-func (h *harness) classroom() {
+// (users, the organisation). It returns the class, for rename.
+func (h *harness) classroom() scenario {
 	h.t.Helper()
 	_, admin := h.user("admin@example.com")
 	teacherID, teacher := h.user("teacher@example.com")
@@ -128,6 +129,19 @@ func (h *harness) classroom() {
 	enrollment := id(h.do(http.MethodPost, fmt.Sprintf("/partner/%d/student/%d/enrollments", partner, studentID), teacher,
 		fmt.Sprintf(`{"class_id":%d,"student_id":%d}`, class, studentID), http.StatusCreated))
 	h.do(http.MethodDelete, fmt.Sprintf("/user/class/enrollments/%d", enrollment), student, "", http.StatusNoContent)
+	return scenario{partner: partner, class: class}
+}
+
+// scenario is the class classroom made, and its partner's.
+type scenario struct{ partner, class int64 }
+
+// rename renames the scenario's class, as its teacher: one more change a
+// subscriber sees (class.updated), later in the log than any before it.
+func (h *harness) rename(s scenario, name string) {
+	h.t.Helper()
+	login := h.do(http.MethodPost, "/user/login", "", `{"email":"teacher@example.com","password":"correct horse"}`, http.StatusOK)
+	h.do(http.MethodPatch, fmt.Sprintf("/partner/%d/classes/%d", s.partner, s.class), login["access_token"].(string),
+		fmt.Sprintf(`{"name":%q}`, name), http.StatusOK)
 }
 
 // stored is an event of the log as the store recorded it.
@@ -197,7 +211,23 @@ func receive(t *testing.T, ch <-chan *message.Message, n int, within time.Durati
 	return out
 }
 
-// noMore fails if ch delivers anything within d.
+// nothingMore fails if ch holds a message past those received: it renames
+// the scenario's class and the next message must be that change. The topic
+// is in log order and the rename is the log's last event, so anything the
+// forwarder published for an earlier one comes before it.
+func nothingMore(t *testing.T, h *harness, s scenario, ch <-chan *message.Message) {
+	t.Helper()
+	name := "Renamed " + uuid.NewString()[:8]
+	h.rename(s, name)
+	next := receive(t, ch, 1, 15*time.Second)[0]
+	var data struct{ Name string }
+	if err := next.CE.DataAs(&data); err != nil || next.CE.Type() != "lectern.class.updated" || data.Name != name {
+		t.Fatalf("unexpected extra message %s (%s): %s; want the rename to %q", next.UUID, next.CE.Type(), next.Payload, name)
+	}
+}
+
+// noMore fails if ch delivers anything within d. (A wait for a length of
+// time: nothingMore waits for a fact instead.)
 func noMore(t *testing.T, ch <-chan *message.Message, d time.Duration) {
 	t.Helper()
 	select {
@@ -249,8 +279,15 @@ func check(t *testing.T, want []stored, got []received) {
 			}
 			fields["code"] = downstream.Redacted
 		}
+		// A partner's contact details are personal: only ids leave.
+		if fields, ok := wantData.(map[string]any); ok && w.Type == "partner.created" {
+			if name, _ := fields["full_name"].(string); name == "" || name == downstream.Redacted {
+				t.Fatalf("message %d (%s): the stored event has no name to redact", i, w.Type)
+			}
+			fields["full_name"], fields["email"], fields["phone"] = downstream.Redacted, downstream.Redacted, nil
+		}
 		if !reflect.DeepEqual(raw.Data, wantData) {
-			t.Errorf("message %d (%s):\n%s\nwant data: the stored payload (invite codes redacted)\n%s", i, w.Type, g.Payload, w.Payload)
+			t.Errorf("message %d (%s):\n%s\nwant data: the stored payload (invite codes and contact details redacted)\n%s", i, w.Type, g.Payload, w.Payload)
 		}
 	}
 }
@@ -305,7 +342,7 @@ func TestPostgreSQLTopic(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	h := start(t, pool, service.Config{})
 	early := sqlSubscriber(t, pool, "early")
-	h.classroom()
+	class := h.classroom()
 
 	want := published(t, pool)
 	wantKinds := []string{"partner.created", "course.created", "class.created", "class.invite_code_issued", "class.invite_code_issued",
@@ -314,7 +351,7 @@ func TestPostgreSQLTopic(t *testing.T) {
 		t.Fatalf("the scenario recorded %v, want %v", kinds(want), wantKinds)
 	}
 	check(t, want, receive(t, early, len(want), 15*time.Second))
-	noMore(t, early, 500*time.Millisecond)
+	nothingMore(t, h, class, early)
 
 	late := sqlSubscriber(t, pool, "late")
 	check(t, want, receive(t, late, len(want), 15*time.Second))
@@ -367,12 +404,12 @@ func TestOnEventStoreDB(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	h := start(t, pool, service.Config{EventStoreURL: url})
 	sub := sqlSubscriber(t, pool, "esdb")
-	h.classroom()
+	class := h.classroom()
 
 	wantKinds := []string{"partner.created", "course.created", "class.created", "class.invite_code_issued", "class.invite_code_issued",
 		"class.updated", "enrollment.created", "enrollment.dropped"}
 	got := receive(t, sub, len(wantKinds), 15*time.Second)
-	noMore(t, sub, 500*time.Millisecond)
+	nothingMore(t, h, class, sub)
 	versions := map[string]int64{}
 	ids := map[string]bool{}
 	for i, r := range got {
@@ -402,7 +439,7 @@ func TestRetentionTrimsThePostgreSQLTopic(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	ctx := context.Background()
 	h := start(t, pool, service.Config{BrokerRetention: time.Hour})
-	h.classroom()
+	class := h.classroom()
 	want := published(t, pool)
 	caughtUp(t, pool)
 	// The first three messages were published two hours ago.
@@ -417,7 +454,7 @@ func TestRetentionTrimsThePostgreSQLTopic(t *testing.T) {
 	}
 	late := sqlSubscriber(t, pool, "after-trim")
 	check(t, want[old:], receive(t, late, len(want)-old, 15*time.Second))
-	noMore(t, late, 300*time.Millisecond)
+	nothingMore(t, h, class, late)
 	if deleted, err := h.svc.Downstream.Trim(ctx, pool); err != nil || deleted != 0 {
 		t.Fatalf("a second Trim deleted %d (%v), want none", deleted, err)
 	}

@@ -40,6 +40,19 @@ type Envelope struct {
 type Registry struct {
 	decoders  map[string]func(json.RawMessage) (Event, error)
 	upcasters map[upcastKey]Upcaster // see upcast.go
+	open      Opener                 // nil: events are read as stored
+}
+
+// Opener turns an event's data as stored into its data in clear: the
+// personal fields that were sealed at append (package personal) put back,
+// or their placeholders once the subject was erased.
+type Opener func(eventType string, data json.RawMessage) (json.RawMessage, error)
+
+// OpenWith makes r open every event it decodes with open; set it once, as
+// the registry is built.
+func (r *Registry) OpenWith(open Opener) *Registry {
+	r.open = open
+	return r
 }
 
 // register adds T under its own type name.
@@ -89,6 +102,7 @@ func NewRegistry() *Registry {
 	r.RegisterUpcaster("user.signed_up", 1, dropPasswordHash)
 	r.RegisterUpcaster("knowledge.document_uploaded", 1, addressContent)
 	register[UserRoleGranted](r)
+	register[UserErased](r)
 	register[AgentCreated](r)
 	register[AgentUpdated](r)
 	registerOrganisations(r)

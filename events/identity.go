@@ -37,6 +37,21 @@ func dropPasswordHash(data json.RawMessage) (json.RawMessage, error) {
 	return json.Marshal(m)
 }
 
+// UserErased: a user's personal data was erased (GDPR art. 17): their data
+// key is gone, so every personal field of their events reads as its
+// placeholder, and read models anonymise their rows. It holds no personal
+// data; Actor says who erased (the user, or an admin's user id).
+type UserErased struct {
+	UserID int64 `json:"user_id"`
+	Actor  int64 `json:"actor"`
+}
+
+// EventType implements Event.
+func (UserErased) EventType() string { return "user.erased" }
+
+// SchemaVersion implements Event.
+func (UserErased) SchemaVersion() int { return 1 }
+
 // EventType implements Event.
 func (UserRoleGranted) EventType() string { return "user.role_granted" }
 
@@ -46,4 +61,5 @@ func (UserRoleGranted) SchemaVersion() int { return 1 }
 var (
 	_ Event = UserSignedUp{}
 	_ Event = UserRoleGranted{}
+	_ Event = UserErased{}
 )

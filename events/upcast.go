@@ -46,6 +46,13 @@ func (r *Registry) Upcast(eventType string, schemaVersion int, data json.RawMess
 	if r == nil {
 		return data, v, nil
 	}
+	if r.open != nil {
+		opened, err := r.open(eventType, data)
+		if err != nil {
+			return nil, v, err
+		}
+		data = opened
+	}
 	for {
 		up, ok := r.upcasters[upcastKey{eventType, v}]
 		if !ok {

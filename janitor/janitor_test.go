@@ -41,9 +41,16 @@ func TestRunOncePurgesWhatExpired(t *testing.T) {
 		exec(`INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at) VALUES ($1, 1, $2, $3)`, []string{"old", "fresh"}[i], uuid.New(), expires)
 		exec(`INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, created_at) VALUES (1, $1, 'r', 201, '{}', '', $2)`,
 			[]string{"old", "fresh"}[i], expires.Add(-24*time.Hour))
+		// The ids a key drew go with it (a foreign key's cascade).
+		exec(`INSERT INTO idempotency_ids (user_id, key, sequence, seq_index, id) VALUES (1, $1, 'agent_ids', 0, $2)`,
+			[]string{"old", "fresh"}[i], i+1)
 	}
 	exec(`INSERT INTO rate_buckets (bucket, tat, allowed) VALUES ('old', $1, true), ('fresh', $2, true)`, now.Add(-time.Minute), now.Add(time.Minute))
 	exec(`INSERT INTO rate_windows (bucket, hits, idle_at, allowed) VALUES ('old', '{}', $1, true), ('fresh', '{}', $2, true)`, now.Add(-time.Minute), now.Add(time.Minute))
+	// More idle token buckets than one DELETE takes: the purge goes on
+	// past a full batch, and counts every row.
+	exec(`INSERT INTO rate_buckets (bucket, tat, allowed) SELECT 'old-' || i, $1, true FROM generate_series(1, $2::int) AS i`,
+		now.Add(-time.Hour), janitor.BatchSize)
 
 	reg := prometheus.NewRegistry()
 	clock := func() time.Time { return now }
@@ -55,12 +62,14 @@ func TestRunOncePurgesWhatExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]int64{"email_codes": 1, "refresh_tokens": 1, "idempotency_keys": 1}, deleted); diff != "" {
+	want := map[string]int64{"email_codes": 1, "refresh_tokens": 1, "idempotency_keys": 1,
+		"rate_buckets": 1 + janitor.BatchSize, "rate_windows": 1}
+	if diff := cmp.Diff(want, deleted); diff != "" {
 		t.Errorf("deleted (-want +got):\n%s", diff)
 	}
-	for _, table := range []string{"email_codes", "refresh_tokens", "idempotency_keys", "rate_buckets", "rate_windows"} {
+	for _, table := range []string{"email_codes", "refresh_tokens", "idempotency_keys", "idempotency_ids", "rate_buckets", "rate_windows"} {
 		key := map[string]string{"email_codes": "token", "refresh_tokens": "token_hash", "idempotency_keys": "key",
-			"rate_buckets": "bucket", "rate_windows": "bucket"}[table]
+			"idempotency_ids": "key", "rate_buckets": "bucket", "rate_windows": "bucket"}[table]
 		var left []string
 		rows, err := db.Query(ctx, "SELECT "+key+" FROM "+table+" ORDER BY 1")
 		if err != nil {
@@ -77,11 +86,13 @@ func TestRunOncePurgesWhatExpired(t *testing.T) {
 			t.Errorf("%s after the run (-want +got):\n%s", table, diff)
 		}
 	}
-	if got := testutil.ToFloat64(j.Deleted("email_codes")); got != 1 {
-		t.Errorf("lectern_janitor_deleted_rows_total{table=email_codes} = %v", got)
+	for table, n := range want {
+		if got := testutil.ToFloat64(j.Deleted(table)); got != float64(n) {
+			t.Errorf("lectern_janitor_deleted_rows_total{table=%s} = %v, want %d", table, got, n)
+		}
 	}
-	if n, err := testutil.GatherAndCount(reg, "lectern_janitor_deleted_rows_total", "lectern_janitor_last_run_timestamp_seconds"); err != nil || n != 4 {
-		t.Errorf("%d series registered (%v), want 4", n, err)
+	if n, err := testutil.GatherAndCount(reg, "lectern_janitor_deleted_rows_total", "lectern_janitor_last_run_timestamp_seconds"); err != nil || n != 6 {
+		t.Errorf("%d series registered (%v), want 6 (five tables and the last run)", n, err)
 	}
 }
 

@@ -12,11 +12,11 @@ import (
 	"github.com/ledongthuc/pdf"
 )
 
-// DefaultMaxTextBytes is the default cap on a document's extracted text
-// (1 MiB while a document's text is recorded in one event, which
-// EventStoreDB caps at 1 MiB; 2 MiB once it is stored apart). The content
-// budget, and the tests, follow it.
-const DefaultMaxTextBytes = 1 << 20
+// DefaultMaxTextBytes is the default cap on a document's extracted text:
+// 2 MiB (the text is a blob, not part of an event, so EventStoreDB's 1 MiB
+// append limit does not bound it). The content budget, and the tests,
+// follow it.
+const DefaultMaxTextBytes = 2 << 20
 
 // ExtractLimits bound what extracting one document may cost: a small PDF
 // can inflate to gigabytes (a decompression bomb).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/components/cqrs"
@@ -22,6 +23,7 @@ import (
 // A handler reads and writes only the rows of its event's stream (a counter
 // shared by streams only adds): a replay and a live batch apply the events
 // of different streams out of log order, each stream's in order (sets.go).
+// The exception, an erasure, is applied in log order (see crossStream).
 type Handler[T events.Event] func(ctx context.Context, tx pgx.Tx, m events.Meta, e T) error
 
 // On adapts a typed handler to Watermill's group handler: it takes the
@@ -126,4 +128,57 @@ func (s setHandler[T]) applyAll(ctx context.Context, tx pgx.Tx, ms []events.Meta
 type replayable interface {
 	GroupHandler
 	applyAll(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []any) error
+}
+
+// handlersByType is hs with one handler per event type: handlers of one type
+// (projections merged into one consumer group, each anonymising its tables
+// on user.erased) become one that applies each in turn, in hs's order. The
+// runner batches only a group with one handler a type, and a replay and a
+// set apply an event with one handler. Handlers that cannot be combined (not
+// built with On or OnSet) are left as they are.
+func handlersByType(hs []GroupHandler) []GroupHandler {
+	out := make([]GroupHandler, 0, len(hs))
+	at := map[string]int{}
+	for _, h := range hs {
+		name := marshaler{}.Name(h.NewEvent())
+		i, seen := at[name]
+		if !seen {
+			at[name] = len(out)
+			out = append(out, h)
+			continue
+		}
+		first, ok1 := out[i].(replayable)
+		next, ok2 := h.(replayable)
+		if !ok1 || !ok2 {
+			out = append(out, h)
+			continue
+		}
+		c, ok := first.(combinedHandler)
+		if !ok {
+			c = combinedHandler{parts: []replayable{first}}
+		}
+		c.parts = append(slices.Clip(c.parts), next)
+		out[i] = c
+	}
+	return out
+}
+
+// combinedHandler applies one event type's events with several handlers,
+// one after the other, in one transaction. They share the decoded event,
+// which handlers only read.
+type combinedHandler struct{ parts []replayable }
+
+func (c combinedHandler) NewEvent() any { return c.parts[0].NewEvent() }
+
+func (c combinedHandler) Handle(ctx context.Context, event any) error {
+	return handle(ctx, c, event)
+}
+
+func (c combinedHandler) applyAll(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []any) error {
+	for _, p := range c.parts {
+		if err := p.applyAll(ctx, tx, ms, es); err != nil {
+			return err
+		}
+	}
+	return nil
 }

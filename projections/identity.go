@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"lectern/events"
+	"lectern/personal"
 )
 
 // Projection names: persisted consumer groups.
@@ -49,6 +50,21 @@ func Users() Projection {
 			}
 			return announceAuthChange(ctx, tx)
 		}),
+		// The user's row reads as user.signed_up at its placeholders; the
+		// event is the user's stream's, so the row moves to it.
+		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.UserErased) error {
+			versions, at := metaColumns(ms)
+			ids := erasedIDs(es)
+			_, err := tx.Exec(ctx, `
+				UPDATE users u SET email = e.email, name = $3, updated_at = e.at, version = e.version
+				FROM unnest($1::bigint[], $2::text[], $4::timestamptz[], $5::bigint[]) AS e(id, email, at, version)
+				WHERE u.id = e.id AND u.version < e.version`,
+				ids, erasedEmails(ids), personal.ErasedText, at, versions)
+			if err != nil {
+				return err
+			}
+			return announceAuthChange(ctx, tx)
+		}),
 	}}, newUsersLoader)
 }
 
@@ -82,6 +98,11 @@ func newUsersLoader() Loader {
 	foldInto(l, func(m events.Meta, e *events.UserRoleGranted) {
 		if u := l.change(m, e.UserID); u != nil && !slices.Contains(u.roles, e.Role) {
 			u.roles = append(slices.Clip(u.roles), e.Role)
+		}
+	})
+	foldInto(l, func(m events.Meta, e *events.UserErased) {
+		if u := l.change(m, e.UserID); u != nil {
+			u.email, u.name = erasedEmail(e.UserID), personal.ErasedText
 		}
 	})
 	return l
@@ -124,6 +145,16 @@ func Agents() Projection {
 				ids, f.names, f.prompts, f.roles, f.templates, f.active, at, versions)
 			return err
 		}),
+		// The user's agents read as agent.created and agent.updated at their
+		// placeholders (the owner is their subject); their streams did not
+		// move (see crossStream).
+		OnSet(func(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
+			_, err := tx.Exec(ctx, `
+				UPDATE agents SET name = $2, system_prompt = $2, role_description = NULL, template_source = NULL
+				WHERE owner_id = ANY($1::bigint[])`,
+				erasedIDs(es), personal.ErasedText)
+			return err
+		}),
 	}}, newAgentsLoader)
 }
 
@@ -147,6 +178,12 @@ func newAgentsLoader() Loader {
 		if a := l.change(m, e.AgentID); a != nil {
 			a.name, a.prompt, a.role, a.template, a.active = e.Name, e.SystemPrompt, e.RoleDescription, e.TemplateSource, e.IsActive
 		}
+	})
+	l.byOwner(func(a agentRow) int64 { return a.owner })
+	foldInto(l, func(_ events.Meta, e *events.UserErased) {
+		l.ofUser(e.UserID, func(a *agentRow) {
+			a.name, a.prompt, a.role, a.template = personal.ErasedText, personal.ErasedText, nil, nil
+		})
 	})
 	return l
 }

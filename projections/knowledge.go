@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"lectern/events"
+	"lectern/personal"
 )
 
 // KnowledgeProjection maintains knowledge_documents and knowledge_settings:
@@ -39,6 +40,13 @@ func KnowledgeProjections() []Projection {
 					reranker_model = $6, reranker_top_n = $7, updated_at = $8, version = $9
 				WHERE knowledge_id = $1 AND version < $9`,
 				e.KnowledgeID, s.TopK, s.MinScore, s.ScoreType, s.RerankerEnabled, s.RerankerModel, s.RerankerTopN, m.RecordedAt, m.Version)
+			return err
+		}),
+		// The user's documents read as knowledge.document_uploaded at its
+		// placeholders; their streams did not move (see crossStream).
+		OnSet(func(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
+			_, err := tx.Exec(ctx, `UPDATE knowledge_documents SET title = $2 WHERE user_id = ANY($1::bigint[])`,
+				erasedIDs(es), personal.ErasedText)
 			return err
 		}),
 	}}}

@@ -23,7 +23,9 @@ import (
 // projection's other handlers beside it. Once the catch-up has read the log,
 // the handlers take over again, on the loaded tables.
 type Loader interface {
-	// Types are the event types it folds in place of their handlers.
+	// Types are the event types it folds in place of their handlers (a
+	// cross-stream one, an erasure, the handlers apply again once the
+	// loaders have handed over: see crossStream).
 	Types() []string
 	// Tables are the tables it writes: those its types' handlers write.
 	Tables() []string
@@ -140,6 +142,10 @@ type rowLoader[R any] struct {
 	folds   map[string]func(m events.Meta, e any) error
 	rows    map[int64]*loadedRow[R]
 	order   []*loadedRow[R] // in the order they were created
+	// owner, if set, is the user a row belongs to, and owned the rows by
+	// it: what an erasure looks rows up by (ofUser).
+	owner func(R) int64
+	owned map[int64][]*loadedRow[R]
 }
 
 type loadedRow[R any] struct {
@@ -174,6 +180,25 @@ func (l *rowLoader[R]) create(m events.Meta, id int64, row R) {
 	r := &loadedRow[R]{row: row, createdAt: m.RecordedAt, updatedAt: m.RecordedAt, version: m.Version}
 	l.rows[id] = r
 	l.order = append(l.order, r)
+	if l.owner != nil {
+		o := l.owner(row)
+		l.owned[o] = append(l.owned[o], r)
+	}
+}
+
+// byOwner makes l keep its rows by the user owner says a row belongs to
+// (which no event changes), for ofUser.
+func (l *rowLoader[R]) byOwner(owner func(R) int64) {
+	l.owner, l.owned = owner, map[int64][]*loadedRow[R]{}
+}
+
+// ofUser calls f with each row of user (see byOwner) to change, its version
+// and time left as they are: an erasure, which is no event of the rows'
+// streams (see crossStream).
+func (l *rowLoader[R]) ofUser(user int64, f func(*R)) {
+	for _, r := range l.owned[user] {
+		f(&r.row)
+	}
 }
 
 // change returns the row with key id to change, moved to m's version and
@@ -221,5 +246,8 @@ func (l *rowLoader[R]) Rows(final bool) ([]TableRows, error) {
 		return append(l.values(r.row), r.createdAt, r.updatedAt, r.version)
 	})
 	l.rows, l.order = map[int64]*loadedRow[R]{}, nil
+	if l.owner != nil {
+		l.owned = map[int64][]*loadedRow[R]{}
+	}
 	return []TableRows{{Table: l.table, Columns: append(slices.Clone(l.columns), "created_at", "updated_at", "version"), Rows: rows}}, nil
 }

@@ -96,7 +96,8 @@ func at(stream string, version int64) events.Meta {
 
 // The loaders of users, agents and few-shot examples leave their tables as
 // the handlers do: events delivered again, or older than the row, change
-// nothing; a row an event changes that was never created stays absent.
+// nothing; a row an event changes that was never created stays absent; an
+// erasure anonymises the user's rows and moves only the user's own.
 func TestRowLoadersMatchTheirHandlers(t *testing.T) {
 	role, template, title := "Explains", "tutor-v1", "Sums"
 	t.Run("users", func(t *testing.T) {
@@ -109,6 +110,12 @@ func TestRowLoadersMatchTheirHandlers(t *testing.T) {
 			{at("user-2", 2), events.UserRoleGranted{UserID: 2, Role: "admin"}},
 			{at("user-1", 1), events.UserSignedUp{UserID: 1, Email: "a@example.com", Name: "Again"}},
 			{at("user-3", 2), events.UserRoleGranted{UserID: 3, Role: "admin"}}, // no such user
+			{at("user-4", 1), events.UserSignedUp{UserID: 4, Email: "d@example.com", Name: "D", Roles: []string{"user"}}},
+			{at("user-1", 4), events.UserErased{UserID: 1, Actor: 1}},
+			{at("user-1", 4), events.UserErased{UserID: 1, Actor: 1}}, // again: nothing
+			{at("user-2", 2), events.UserErased{UserID: 2, Actor: 1}}, // not newer than the row: nothing
+			{at("user-4", 2), events.UserErased{UserID: 4, Actor: 1}},
+			{at("user-3", 3), events.UserErased{UserID: 3, Actor: 1}}, // no such user
 		})
 	})
 	t.Run("agents", func(t *testing.T) {
@@ -119,6 +126,13 @@ func TestRowLoadersMatchTheirHandlers(t *testing.T) {
 				IsActive: false, Changed: []string{"name", "is_active"}}},
 			{at("agent-1", 2), events.AgentUpdated{AgentID: 1, Name: "Stale", SystemPrompt: "x"}}, // again: nothing
 			{at("agent-9", 2), events.AgentUpdated{AgentID: 9, Name: "Nobody", SystemPrompt: "x"}},
+			{at("agent-3", 1), events.AgentCreated{AgentID: 3, OwnerID: 8, Name: "Other", SystemPrompt: "Mine", RoleDescription: &role}},
+			{at("user-7", 3), events.UserErased{UserID: 7, Actor: 7}},
+			{at("user-7", 3), events.UserErased{UserID: 7, Actor: 7}}, // again: nothing more
+			// The agents' versions did not move: their next events apply.
+			{at("agent-2", 2), events.AgentUpdated{AgentID: 2, Name: "[erased]", SystemPrompt: "[erased]", IsActive: true,
+				Changed: []string{"is_active"}}},
+			{at("user-5", 2), events.UserErased{UserID: 5, Actor: 1}}, // no agents
 		})
 	})
 	t.Run("few-shot examples", func(t *testing.T) {
@@ -131,6 +145,11 @@ func TestRowLoadersMatchTheirHandlers(t *testing.T) {
 			{at("fewshot-2", 3), events.FewShotUpdated{ExampleID: 2, Title: &title, InputText: "1+1?", OutputText: "Two"}},
 			{at("fewshot-2", 2), events.FewShotUpdated{ExampleID: 2, InputText: "old", OutputText: "old"}}, // older: nothing
 			{at("fewshot-3", 1), stored{events.FewShotCreated{}, `{"example_id": 3, "user_id": 8, "input_text": "no meta", "output_text": "x"}`}},
+			{at("user-7", 2), events.UserErased{UserID: 7, Actor: 7}},
+			// The examples' versions did not move: their next events apply.
+			{at("fewshot-1", 3), events.FewShotUpdated{ExampleID: 1, InputText: "[erased]", OutputText: "[erased]",
+				Meta: json.RawMessage(`{}`), Changed: []string{"is_active"}}},
+			{at("user-7", 2), events.UserErased{UserID: 7, Actor: 7}}, // again: nothing more
 		})
 	})
 }

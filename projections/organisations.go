@@ -7,6 +7,7 @@ import (
 
 	"lectern/aggregates"
 	"lectern/events"
+	"lectern/personal"
 )
 
 // OrganisationsProjection maintains the organizations, partners and
@@ -65,6 +66,28 @@ func OrganisationProjections() []Projection {
 						updated_at = $4, version = $6
 					WHERE id = $1 AND version < $6`,
 					e.RequestID, aggregates.PromotionRejected, e.ReviewedBy, m.RecordedAt, e.Reason, m.Version)
+				return err
+			}),
+			// The user's partner records (a partner without a user is a
+			// subject of its own) read as partner.created at its
+			// placeholders, their promotion requests as promotion.requested
+			// and promotion.rejected; their streams did not move (see
+			// crossStream).
+			OnSet(func(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
+				ids := erasedIDs(es)
+				_, err := tx.Exec(ctx, `
+					UPDATE partners p SET full_name = $3, email = e.email, phone = NULL
+					FROM unnest($1::bigint[], $2::text[]) AS e(user_id, email)
+					WHERE p.user_id = e.user_id`,
+					ids, erasedEmails(ids), personal.ErasedText)
+				if err != nil {
+					return err
+				}
+				_, err = tx.Exec(ctx, `
+					UPDATE promotion_requests r SET name = $3, email = e.email, org_name = $3, edu_category = NULL, reason = NULL
+					FROM unnest($1::bigint[], $2::text[]) AS e(user_id, email)
+					WHERE r.user_id = e.user_id`,
+					ids, erasedEmails(ids), personal.ErasedText)
 				return err
 			}),
 		}},

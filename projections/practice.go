@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"lectern/events"
+	"lectern/personal"
 )
 
 // Projection names of this area: persisted consumer groups.
@@ -53,6 +54,15 @@ func FewShotExamples() Projection {
 				e.ExampleID, e.Title, e.InputText, e.OutputText, e.Meta, e.IsActive, m.RecordedAt, m.Version)
 			return err
 		}),
+		// The user's examples read as fewshot.created and fewshot.updated at
+		// their placeholders; their streams did not move (see crossStream).
+		OnSet(func(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
+			_, err := tx.Exec(ctx, `
+				UPDATE few_shot_examples SET title = NULL, input_text = $2, output_text = $2, meta = '{}'::json
+				WHERE user_id = ANY($1::bigint[])`,
+				erasedIDs(es), personal.ErasedText)
+			return err
+		}),
 	}}, newFewShotsLoader)
 }
 
@@ -83,6 +93,12 @@ func newFewShotsLoader() Loader {
 		if f := l.change(m, e.ExampleID); f != nil {
 			f.title, f.input, f.output, f.meta, f.active = e.Title, e.InputText, e.OutputText, meta(e.Meta), e.IsActive
 		}
+	})
+	l.byOwner(func(f fewShotRow) int64 { return f.user })
+	foldInto(l, func(_ events.Meta, e *events.UserErased) {
+		l.ofUser(e.UserID, func(f *fewShotRow) {
+			f.title, f.input, f.output, f.meta = nil, personal.ErasedText, personal.ErasedText, "{}"
+		})
 	})
 	return l
 }

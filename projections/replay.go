@@ -162,8 +162,9 @@ type replayWorker struct {
 	old      string // where the live tables go when swapped out
 	handlers map[string]replayable
 	// loading are the projection's loaders by event type, while the
-	// catch-up lasts (nil after it: the handlers take over).
-	loading  map[string]Loader
+	// catch-up lasts (nil after it: the handlers take over). A type has one,
+	// but a cross-stream one (an erasure) every loader that folds it.
+	loading  map[string][]Loader
 	loaders  []Loader
 	loads    map[string]bool     // the tables loaders write
 	deferred map[string][]string // by table: the statements that build its indexes
@@ -171,6 +172,10 @@ type replayWorker struct {
 	pos      eventstore.Position // the last event applied (or skipped)
 	caughtUp time.Duration
 	applied  int64
+	// postponed are the cross-stream events the loaders folded, for the
+	// handlers to apply once the loaders have handed all their rows over
+	// (see crossStream). The applying side's.
+	postponed []setItem
 }
 
 var projectionName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,40}$`)
@@ -180,7 +185,7 @@ func (r *Replayer) newWorker(p Projection, live string) (*replayWorker, error) {
 		return nil, fmt.Errorf("projection name %q cannot name a schema", p.Name)
 	}
 	w := &replayWorker{p: p, live: live, schema: "replay_" + p.Name, old: "replaced_" + p.Name, handlers: map[string]replayable{}}
-	for _, h := range p.Handlers {
+	for _, h := range handlersByType(p.Handlers) {
 		rh, ok := h.(replayable)
 		if !ok {
 			return nil, fmt.Errorf("projection %s: handler %T cannot be replayed (build it with On)", p.Name, h)
@@ -188,7 +193,7 @@ func (r *Replayer) newWorker(p Projection, live string) (*replayWorker, error) {
 		w.handlers[marshaler{}.Name(h.NewEvent())] = rh
 	}
 	if len(p.Loaders) > 0 {
-		w.loading, w.loads = map[string]Loader{}, map[string]bool{}
+		w.loading, w.loads = map[string][]Loader{}, map[string]bool{}
 	}
 	for _, newLoader := range p.Loaders {
 		l := newLoader()
@@ -196,10 +201,10 @@ func (r *Replayer) newWorker(p Projection, live string) (*replayWorker, error) {
 			if _, ok := w.handlers[typ]; !ok {
 				return nil, fmt.Errorf("projection %s: a loader folds %s, which no handler applies", p.Name, typ)
 			}
-			if _, dup := w.loading[typ]; dup {
+			if _, dup := w.loading[typ]; dup && !crossStream(typ) {
 				return nil, fmt.Errorf("projection %s: two loaders fold %s", p.Name, typ)
 			}
-			w.loading[typ] = l
+			w.loading[typ] = append(w.loading[typ], l)
 		}
 		for _, t := range l.Tables() {
 			if !slices.Contains(p.Tables, t) {
@@ -447,7 +452,36 @@ func (r *Replayer) finish(ctx context.Context, w *replayWorker, last []TableRows
 			return nil
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if len(w.postponed) == 0 {
+		return nil
+	}
+	tx, err := w.conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	ptx := newPipelineTx(tx, r.Pipeline)
+	if err := w.applyPostponed(ctx, ptx); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return fmt.Errorf("replay %s: %w", w.p.Name, err)
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return fmt.Errorf("replay %s: %w", w.p.Name, err)
+	}
+	return nil
+}
+
+// applyPostponed applies the cross-stream events the loaders folded through
+// the handlers, now that the loaders' rows are all in the tables: rows a
+// loader handed over before such an event were out of its reach. Applied
+// again, the loaders' part changes nothing (see crossStream).
+func (w *replayWorker) applyPostponed(ctx context.Context, tx *pipelineTx) error {
+	items := w.postponed
+	w.postponed = nil
+	_, err := applySets(ctx, tx, groupSets(items))
+	return err
 }
 
 // completion is what completes fresh table t once it is filled: the builds
@@ -545,6 +579,9 @@ type preparedPage struct {
 	sets   []eventSet
 	copies []TableRows // rows the loaders handed over
 	loaded int         // events the loaders folded
+	// postponed are the page's cross-stream events the loaders folded, for
+	// the handlers once the loaders have handed over (replayWorker.postponed).
+	postponed []setItem
 	// handover: the loaders handed over all they held, and the handlers
 	// apply their events from the next page on.
 	handover bool
@@ -576,14 +613,20 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 		if err := r.Registry.DecodeInto(rec.Type, rec.SchemaVersion, rec.Data, e); err != nil {
 			return pp, fmt.Errorf("decode %s %s: %w", rec.Type, rec.ID, err)
 		}
-		if l, ok := w.loading[rec.Type]; ok {
-			if err := l.Fold(events.MetaOf(*rec), e); err != nil {
-				return pp, fmt.Errorf("event %s: %w", rec.ID, err)
+		item := setItem{h: h, typ: rec.Type, stream: rec.StreamID, m: events.MetaOf(*rec), e: e}
+		if ls, ok := w.loading[rec.Type]; ok {
+			for _, l := range ls {
+				if err := l.Fold(item.m, e); err != nil {
+					return pp, fmt.Errorf("event %s: %w", rec.ID, err)
+				}
 			}
 			pp.loaded++
+			if crossStream(rec.Type) {
+				pp.postponed = append(pp.postponed, item)
+			}
 			continue
 		}
-		items = append(items, setItem{h: h, typ: rec.Type, stream: rec.StreamID, m: events.MetaOf(*rec), e: e})
+		items = append(items, item)
 	}
 	held := 0
 	for _, l := range w.loaders {
@@ -615,6 +658,7 @@ func (r *Replayer) apply(ctx context.Context, tx *pipelineTx, w *replayWorker, p
 			return err
 		}
 	}
+	w.postponed = append(w.postponed, pp.postponed...)
 	if pp.handover { // the handlers need the indexes, and statistics
 		if err := tx.flush(ctx); err != nil {
 			return err
@@ -630,6 +674,9 @@ func (r *Replayer) apply(ctx context.Context, tx *pipelineTx, w *replayWorker, p
 			}
 		}
 		w.deferred = nil
+		if err := w.applyPostponed(ctx, tx); err != nil {
+			return err
+		}
 	}
 	w.applied += int64(pp.loaded)
 	if pp.read > 0 {

@@ -316,9 +316,10 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	// closing ends the subscriber's wait for notifications, then the router
 	// closes (waiting for in-flight events).
 	closing := make(chan struct{})
+	handlers := handlersByType(p.Handlers)
 	handled := map[string]bool{}
-	types := make([]string, 0, len(p.Handlers))
-	for _, h := range p.Handlers {
+	types := make([]string, 0, len(handlers))
+	for _, h := range handlers {
 		name := marshaler{}.Name(h.NewEvent())
 		handled[name] = true
 		types = append(types, name)
@@ -388,7 +389,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := processor.AddHandlersGroup(p.Name, p.Handlers...); err != nil {
+	if err := processor.AddHandlersGroup(p.Name, handlers...); err != nil {
 		return nil, nil, err
 	}
 	return router, stop, nil
@@ -573,14 +574,14 @@ func batchOf(ctx context.Context) (*pollTx, bool) {
 
 // batchable reports whether p's events may be applied in live batches: its
 // handlers follow the rule a replay relies on (it has tables to replay, and
-// every handler can apply sets), one handler an event type (a set is
-// applied by its first event's handler).
+// every handler can apply sets), one handler an event type once combined
+// (a set is applied by its first event's handler; see handlersByType).
 func batchable(p Projection) bool {
 	if !Replayable(p) {
 		return false
 	}
 	types := map[string]bool{}
-	for _, h := range p.Handlers {
+	for _, h := range handlersByType(p.Handlers) {
 		name := marshaler{}.Name(h.NewEvent())
 		if _, ok := h.(replayable); !ok || types[name] {
 			return false

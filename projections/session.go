@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"lectern/events"
+	"lectern/personal"
 )
 
 // SessionsProjection maintains practice_sessions, practice_session_counts,
@@ -26,6 +27,7 @@ func SessionProjections() []Projection {
 		OnSet(projectSessionsStarted),
 		OnSet(projectTurnsRecorded),
 		OnSet(projectSettingsUpdated),
+		OnSet(projectUserErased),
 	}}, newSessionLoader)}
 }
 
@@ -259,5 +261,25 @@ func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, ms []events.Meta, es
 		ON CONFLICT (id) DO UPDATE SET sort_order = EXCLUDED.sort_order`,
 		sessions, at, versions, st.ids, st.presets, st.styles, st.generations, st.snapshots,
 		st.linkIDs, st.linkSessions, st.examples, st.orders)
+	return err
+}
+
+// projectUserErased anonymises the erased users' sessions: they read as
+// session.started, session.turn_recorded and session.settings_updated at
+// their placeholders. No title; no agent snapshot, which the settings store
+// as {}; every turn's prompt and answers "[erased]", a failed model's empty
+// answer too; the messages sent are stored nowhere. The sessions' streams
+// did not move (see crossStream).
+func projectUserErased(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
+	_, err := tx.Exec(ctx, `
+		WITH erased AS (
+			UPDATE practice_sessions SET title = NULL WHERE user_id = ANY($1::bigint[])
+			RETURNING id),
+		settings AS (
+			UPDATE session_settings s SET agent_snapshot = '{}'::json
+			FROM erased WHERE s.session_id = erased.id)
+		UPDATE session_responses r SET prompt_text = $2, response_text = $2
+		FROM erased WHERE r.session_id = erased.id AND (r.prompt_text <> $2 OR r.response_text <> $2)`,
+		erasedIDs(es), personal.ErasedText)
 	return err
 }

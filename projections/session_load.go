@@ -7,19 +7,23 @@ import (
 	"time"
 
 	"lectern/events"
+	"lectern/personal"
 )
 
 // sessionLoader is the sessions' Loader: the rows projectSessionsStarted,
-// projectTurnsRecorded and projectSettingsUpdated write, folded in memory.
+// projectTurnsRecorded, projectSettingsUpdated and projectUserErased write,
+// folded in memory.
 // A session's row, settings and links change until the log is read; its
 // models and responses are written once, so they are handed over as they
-// gather. Ids are the sequences' (unique across sessions), as the handlers'
-// conflict targets assume.
+// gather (an erasure changes responses later: the replay applies it again
+// to those handed over, see crossStream). Ids are the sequences' (unique
+// across sessions), as the handlers' conflict targets assume.
 type sessionLoader struct {
 	sessions map[int64]*loadedSession
 	started  []*loadedSession // in the order they started: rows go in that order
 	counts   map[int64]int64  // sessions per user
 	userSeen []int64          // users in the order of their first session
+	byUser   map[int64][]*loadedSession
 	// Rows no later event changes, not handed over yet.
 	models    []modelRow
 	responses []responseRow
@@ -82,7 +86,8 @@ type loadedLink struct {
 
 // newSessionLoader returns an empty sessions loader.
 func newSessionLoader() Loader {
-	return &sessionLoader{sessions: map[int64]*loadedSession{}, counts: map[int64]int64{}, batch: 20_000}
+	return &sessionLoader{sessions: map[int64]*loadedSession{}, counts: map[int64]int64{}, byUser: map[int64][]*loadedSession{},
+		batch: 20_000}
 }
 
 func (l *sessionLoader) Tables() []string { return sessionTables }
@@ -93,7 +98,7 @@ func (l *sessionLoader) Held() int { return len(l.started) + len(l.models) + len
 
 func (l *sessionLoader) Types() []string {
 	return []string{events.SessionStarted{}.EventType(), events.SessionTurnRecorded{}.EventType(),
-		events.SessionSettingsUpdated{}.EventType()}
+		events.SessionSettingsUpdated{}.EventType(), events.UserErased{}.EventType()}
 }
 
 func (l *sessionLoader) Fold(m events.Meta, e any) error {
@@ -104,6 +109,9 @@ func (l *sessionLoader) Fold(m events.Meta, e any) error {
 		return l.turn(m, e)
 	case *events.SessionSettingsUpdated:
 		return l.updateSettings(m, e)
+	case *events.UserErased:
+		l.erase(e.UserID)
+		return nil
 	}
 	return fmt.Errorf("sessions loader: no fold for %T", e)
 }
@@ -137,6 +145,7 @@ func (l *sessionLoader) start(m events.Meta, e *events.SessionStarted) error {
 		l.userSeen = append(l.userSeen, s.user)
 	}
 	l.counts[s.user]++
+	l.byUser[s.user] = append(l.byUser[s.user], s)
 	return nil
 }
 
@@ -176,6 +185,24 @@ func (l *sessionLoader) turn(m events.Meta, e *events.SessionTurnRecorded) error
 			primary: r.IsPrimary, params: string(params), failure: failure, at: m.RecordedAt})
 	}
 	return nil
+}
+
+// erase is projectUserErased on the rows the loader holds; those it handed
+// over already are the replay's to anonymise (see crossStream).
+func (l *sessionLoader) erase(user int64) {
+	mine := map[int64]bool{}
+	for _, s := range l.byUser[user] {
+		s.title, s.settings.agent = nil, "{}"
+		mine[s.id] = true
+	}
+	if len(mine) == 0 {
+		return
+	}
+	for i := range l.responses {
+		if r := &l.responses[i]; mine[r.session] {
+			r.prompt, r.text = personal.ErasedText, personal.ErasedText
+		}
+	}
 }
 
 // updateSettings is projectSettingsUpdated: the settings row keeps its id
@@ -247,6 +274,7 @@ func (l *sessionLoader) Rows(final bool) ([]TableRows, error) {
 	sessionCounts := l.counts
 	counts := rowsOf(l.userSeen, func(u int64) []any { return []any{u, sessionCounts[u]} })
 	l.sessions, l.started, l.counts, l.userSeen = map[int64]*loadedSession{}, nil, map[int64]int64{}, nil
+	l.byUser = map[int64][]*loadedSession{}
 	return append(out,
 		TableRows{Table: "practice_sessions", Columns: []string{"id", "user_id", "class_id", "project_id", "agent_id", "knowledge_ids",
 			"title", "created_at", "updated_at", "version"}, Rows: sessions},

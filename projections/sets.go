@@ -38,7 +38,24 @@ type eventSet struct {
 }
 
 // groupSets sorts items, given in log order, into the sets that apply them.
+// A cross-stream event (an erasure, see crossStream) is a set of its own,
+// with the events before it in the log applied before it and those after
+// it after.
 func groupSets(items []setItem) []eventSet {
+	var sets []eventSet
+	from := 0
+	for i := range items {
+		if crossStream(items[i].typ) {
+			sets = append(sets, groupWaves(items[from:i])...)
+			sets = append(sets, groupWaves(items[i:i+1])...)
+			from = i + 1
+		}
+	}
+	return append(sets, groupWaves(items[from:])...)
+}
+
+// groupWaves sorts items, given in log order, into waves of sets.
+func groupWaves(items []setItem) []eventSet {
 	type ranked struct {
 		wave, kind int // kind: the order of the type's first appearance
 		*setItem

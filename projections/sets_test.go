@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,7 +50,10 @@ type practiceStep []struct {
 // Set handlers given several streams' events at once leave the tables as the
 // same events applied one at a time do, guards included: events delivered
 // again, or older than the row, change nothing. So does the sessions' loader
-// (a replay's catch-up), handing rows over as it goes or all at the end.
+// (a replay's catch-up), handing rows over all at the end, or as it goes
+// with the erasures applied again once it has handed all over, as a replay
+// does: rows it handed over before an erasure are out of its reach (see
+// crossStream).
 func TestSetHandlersMatchOneAtATime(t *testing.T) {
 	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 	meta := func(stream string, version int64) events.Meta {
@@ -62,9 +66,10 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 			AgentSnapshot: &events.AgentSnapshot{AgentID: 3, Name: "Tutor", SystemPrompt: "Be kind"}}
 	}
 	class := int64(4)
+	title := "Fractions"
 	started := func(session, user int64, links ...events.FewShotLink) events.Event {
 		return events.SessionStarted{SessionID: session, UserID: user, ClassID: &class, KnowledgeIDs: []int64{session, 2},
-			Settings: settings(session, "accurate", links...)}
+			Title: &title, Settings: settings(session, "accurate", links...)}
 	}
 	turn := func(session int64, n int) events.Event {
 		t := events.SessionTurnRecorded{SessionID: session, Turn: n, PromptText: fmt.Sprintf("Question %d?", n)}
@@ -105,6 +110,12 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 		// Older than the rows: nothing changes.
 		step(meta(a, 2), turn(1, 1), meta(c, 2), updated(3, "accurate")),
 		step(meta(a, 4), turn(1, 2), meta(c, 4), updated(3, "balanced", link(32, 6, 0))),
+		// User 7 (sessions 1 and 2) is erased; again, it changes nothing more.
+		step(meta("user-7", 2), events.UserErased{UserID: 7, Actor: 7}),
+		step(meta("user-7", 2), events.UserErased{UserID: 7, Actor: 7}),
+		// The sessions' versions did not move: their next events apply (at
+		// their placeholders, as they are read once erased).
+		step(meta(b, 4), erasedTurn(turn(2, 3))),
 	}
 	handlers := map[string]replayable{}
 	for _, h := range SessionProjections()[0].Handlers {
@@ -148,10 +159,11 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 		}
 		return tableRows(t, pool, SessionProjections()[0].Tables)
 	}
-	load := func(pool *pgxpool.Pool, batch int) map[string][]string {
+	load := func(pool *pgxpool.Pool, batch int, reapply bool) map[string][]string {
 		ctx := context.Background()
 		l := newSessionLoader().(*sessionLoader)
 		l.batch = batch
+		var erasures []any
 		write := func(final bool) {
 			rows, err := l.Rows(final)
 			if err != nil {
@@ -166,10 +178,24 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 				if err := l.Fold(x.m, pointerTo(x.e)); err != nil {
 					t.Fatal(err)
 				}
+				if crossStream(x.e.EventType()) {
+					erasures = append(erasures, pointerTo(x.e))
+				}
 			}
 			write(false)
 		}
 		write(true)
+		if !reapply {
+			erasures = nil
+		}
+		for _, e := range erasures {
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				return handlers[userErased].applyAll(ctx, tx, []events.Meta{{}}, []any{e})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 		return tableRows(t, pool, SessionProjections()[0].Tables)
 	}
 	one := apply(pgtest.Fresh(t), true)
@@ -177,12 +203,47 @@ func TestSetHandlersMatchOneAtATime(t *testing.T) {
 	if diff := cmp.Diff(one, set); diff != "" {
 		t.Fatalf("set-wise differs from one at a time (-one +set):\n%s", diff)
 	}
-	for _, batch := range []int{1, 1000} {
-		if diff := cmp.Diff(one, load(pgtest.Fresh(t), batch)); diff != "" {
-			t.Fatalf("the loader (rows handed over after %d) differs from the handlers (-handlers +loader):\n%s", batch, diff)
+	for _, c := range []struct {
+		batch   int
+		reapply bool
+	}{{1, true}, {1000, false}} {
+		if diff := cmp.Diff(one, load(pgtest.Fresh(t), c.batch, c.reapply)); diff != "" {
+			t.Fatalf("the loader (rows handed over after %d, erasures applied again: %v) differs from the handlers (-handlers +loader):\n%s",
+				c.batch, c.reapply, diff)
 		}
 	}
 	checkSessionRows(t, one)
+}
+
+// An erasure changes rows of other streams than its own: it is applied
+// alone, after every event the log has before it and before every event
+// the log has after it.
+func TestCrossStreamEventsKeepTheirPlace(t *testing.T) {
+	item := func(typ, stream string) setItem {
+		return setItem{typ: typ, stream: stream, m: events.Meta{EventID: typ + "@" + stream}}
+	}
+	items := []setItem{
+		item("agent.created", "agent-1"), item("agent.created", "agent-2"), item("agent.updated", "agent-1"),
+		item("user.erased", "user-7"),
+		item("agent.updated", "agent-2"), item("agent.created", "agent-3"), item("user.erased", "user-8"), item("user.erased", "user-9"),
+	}
+	var got [][]string
+	for _, set := range groupSets(items) {
+		var ids []string
+		for _, m := range set.ms {
+			ids = append(ids, m.EventID)
+		}
+		got = append(got, ids)
+	}
+	want := [][]string{
+		{"agent.created@agent-1", "agent.created@agent-2"}, {"agent.updated@agent-1"},
+		{"user.erased@user-7"},
+		{"agent.updated@agent-2"}, {"agent.created@agent-3"},
+		{"user.erased@user-8"}, {"user.erased@user-9"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("sets (-want +got):\n%s", diff)
+	}
 }
 
 // tableRows is the tables' rows, as JSON, sorted.
@@ -208,8 +269,33 @@ func checkSessionRows(t *testing.T, one map[string][]string) {
 	if got := one["practice_session_counts"]; !cmp.Equal(got, []string{`{"total": 1, "user_id": 8}`, `{"total": 2, "user_id": 7}`}) {
 		t.Errorf("session counts: %v", got)
 	}
-	if got := len(one["session_responses"]); got != 10 {
-		t.Errorf("%d responses, want 10 (five turns of two models)", got)
+	if got := len(one["session_responses"]); got != 12 {
+		t.Errorf("%d responses, want 12 (six turns of two models)", got)
+	}
+	// User 7's sessions (1 and 2) are erased, user 8's (3) not.
+	for _, table := range []string{"practice_sessions", "session_settings", "session_responses"} {
+		for _, row := range one[table] {
+			var r struct {
+				ID            int64
+				SessionID     int64 `json:"session_id"`
+				Title         *string
+				AgentSnapshot json.RawMessage `json:"agent_snapshot"`
+				Prompt        string          `json:"prompt_text"`
+				Response      string          `json:"response_text"`
+			}
+			if err := json.Unmarshal([]byte(row), &r); err != nil {
+				t.Fatal(err)
+			}
+			session := r.SessionID
+			if table == "practice_sessions" {
+				session = r.ID
+			}
+			anonymous := r.Title == nil && (r.AgentSnapshot == nil || string(r.AgentSnapshot) == "{}") &&
+				(table != "session_responses" || r.Prompt == "[erased]" && r.Response == "[erased]")
+			if anonymous != (session != 3) {
+				t.Errorf("%s: row %s of session %d: anonymous %v, want %v (only user 7's sessions, 1 and 2)", table, row, session, anonymous, session != 3)
+			}
+		}
 	}
 	var presets []string
 	for _, row := range one["session_settings"] {
@@ -241,6 +327,17 @@ func checkSessionRows(t *testing.T, one map[string][]string) {
 	}
 }
 
+// erasedTurn is e, a turn, as it reads once its user is erased.
+func erasedTurn(e events.Event) events.Event {
+	t := e.(events.SessionTurnRecorded)
+	t.PromptText, t.Messages = "[erased]", []events.ChatMessage{}
+	t.Results = slices.Clone(t.Results)
+	for i := range t.Results {
+		t.Results[i].ResponseText = "[erased]"
+	}
+	return t
+}
+
 // pointerTo returns a pointer to a copy of e's concrete value, as a
 // handler's NewEvent would have decoded it.
 func pointerTo(e events.Event) any {
@@ -250,6 +347,8 @@ func pointerTo(e events.Event) any {
 	case events.SessionTurnRecorded:
 		return &e
 	case events.SessionSettingsUpdated:
+		return &e
+	case events.UserErased:
 		return &e
 	}
 	panic(fmt.Sprintf("no pointer for %T", e))

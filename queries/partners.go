@@ -120,15 +120,31 @@ func (q *DB) PromotionRequests(ctx context.Context, status string, p Page) (List
 	if err != nil {
 		return out, err
 	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PromotionRequest, error) {
-		var x PromotionRequest
-		err := r.Scan(&x.ID, &x.UserID, &x.Name, &x.Email, &x.OrgName, &x.TargetRole, &x.EduCategory, &x.Status, &x.Reason,
-			&x.ReviewedBy, &x.ReviewedAt, &x.OrgID, &x.PartnerID, &x.RequestedAt, &x.Matching)
-		return x, err
-	})
+	items, err := pgx.CollectRows(rows, scanPromotionRequest)
 	if err != nil {
 		return out, err
 	}
 	out.Items = append(out.Items, items...)
 	return out, nil
+}
+
+func scanPromotionRequest(r pgx.CollectableRow) (PromotionRequest, error) {
+	var x PromotionRequest
+	err := r.Scan(&x.ID, &x.UserID, &x.Name, &x.Email, &x.OrgName, &x.TargetRole, &x.EduCategory, &x.Status, &x.Reason,
+		&x.ReviewedBy, &x.ReviewedAt, &x.OrgID, &x.PartnerID, &x.RequestedAt, &x.Matching)
+	return x, err
+}
+
+// PromotionRequestsOfUser are the requests a user filed, oldest first (a
+// personal export: never more than a handful).
+func (q *DB) PromotionRequestsOfUser(ctx context.Context, userID int64) ([]PromotionRequest, error) {
+	rows, err := q.pool.Query(ctx, `
+		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at,
+		       coalesce((SELECT json_agg(json_build_object('id', o.id, 'name', o.name) ORDER BY o.id) FROM organizations o
+		                 WHERE lower(btrim(o.name)) = lower(btrim(p.org_name))), '[]')
+		FROM promotion_requests p WHERE user_id = $1 ORDER BY id`, userID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanPromotionRequest)
 }

@@ -225,18 +225,39 @@ func (l *Limiter) Count(ctx context.Context, bucket string, w Window) (int, Deci
 	return len(in), Decision{RetryAfter: in[len(in)-w.N].Add(w.Size).Sub(now)}, nil
 }
 
-// Prune deletes the buckets that hold nothing from cutoff on: a token bucket
-// full again by then, a window whose newest hit has left it by then. A
-// bucket that is gone is the same as a full or empty one, so Prune(ctx, now)
-// changes no decision.
-func (l *Limiter) Prune(ctx context.Context, cutoff time.Time) error {
-	if _, err := l.db.Exec(ctx, `DELETE FROM rate_buckets WHERE tat <= $1`, cutoff); err != nil {
-		return fmt.Errorf("ratelimit: prune token buckets: %w", err)
+// idle are the tables Prune purges and, for each, what makes a row hold
+// nothing from $1 on: a token bucket full again by then, a window whose
+// newest hit has left it by then.
+var idle = []struct{ table, where string }{
+	{"rate_buckets", "tat <= $1"},
+	{"rate_windows", "idle_at <= $1"},
+}
+
+// Prune deletes the buckets that hold nothing from cutoff on, at most batch
+// rows per DELETE (so that none holds a long transaction), and returns how
+// many rows went from each table, those of the DELETEs that completed when
+// it fails. A bucket that is gone is the same as a full or empty one, so
+// Prune(ctx, now, n) changes no decision; a bucket hit while its batch is
+// deleted has a new row version, which the DELETE leaves alone.
+func (l *Limiter) Prune(ctx context.Context, cutoff time.Time, batch int) (map[string]int64, error) {
+	if batch < 1 {
+		return nil, fmt.Errorf("ratelimit: prune batch %d is not positive", batch)
 	}
-	if _, err := l.db.Exec(ctx, `DELETE FROM rate_windows WHERE idle_at <= $1`, cutoff); err != nil {
-		return fmt.Errorf("ratelimit: prune windows: %w", err)
+	deleted := map[string]int64{}
+	for _, p := range idle {
+		for {
+			tag, err := l.db.Exec(ctx, fmt.Sprintf(
+				`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d)`, p.table, p.where, batch), cutoff)
+			if err != nil {
+				return deleted, fmt.Errorf("ratelimit: prune %s: %w", p.table, err)
+			}
+			deleted[p.table] += tag.RowsAffected()
+			if tag.RowsAffected() < int64(batch) {
+				break
+			}
+		}
 	}
-	return nil
+	return deleted, nil
 }
 
 // AddressKey is the part of a client address limits are kept by: an IPv4

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/ratelimit"
 )
 
@@ -310,11 +311,20 @@ func TestPrune(t *testing.T) {
 			rows("rate_windows", short), size, rows("rate_buckets", tb), window.N)
 	}
 
+	prune := func(batch int, want map[string]int64) {
+		t.Helper()
+		deleted, err := l.Prune(ctx, clk.Now(), batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(deleted) != fmt.Sprint(want) {
+			t.Errorf("Prune deleted %v, want %v", deleted, want)
+		}
+	}
+
 	// The token bucket is empty for another minute: nothing is pruned.
 	clk.Advance(time.Second)
-	if err := l.Prune(ctx, clk.Now()); err != nil {
-		t.Fatal(err)
-	}
+	prune(10, map[string]int64{"rate_buckets": 0, "rate_windows": 0})
 	if rows("rate_buckets", tb) != 1 || rows("rate_windows", short, long) != 2 {
 		t.Fatal("Prune deleted buckets that still hold hits")
 	}
@@ -322,23 +332,102 @@ func TestPrune(t *testing.T) {
 
 	// Full again: the token bucket goes, and a new hit starts a full bucket.
 	clk.Advance(2 * time.Minute)
-	if err := l.Prune(ctx, clk.Now()); err != nil {
-		t.Fatal(err)
-	}
+	prune(10, map[string]int64{"rate_buckets": 1, "rate_windows": 0})
 	if rows("rate_buckets", tb) != 0 || rows("rate_windows", short, long) != 2 {
 		t.Fatalf("after a full refill: %d token bucket rows, %d windows; want 0 and 2", rows("rate_buckets", tb), rows("rate_windows", short, long))
 	}
 	// 15 minutes after its last hit the short window goes, the long stays.
 	clk.Advance(15 * time.Minute)
-	if err := l.Prune(ctx, clk.Now()); err != nil {
-		t.Fatal(err)
-	}
+	prune(10, map[string]int64{"rate_buckets": 0, "rate_windows": 1})
 	if rows("rate_windows", short) != 0 || rows("rate_windows", long) != 1 {
 		t.Fatal("Prune kept an idle window, or deleted a live one")
 	}
 	_, d := take(t, l, long, ratelimit.Window{N: 1, Size: time.Hour})
 	if d.OK {
 		t.Error("the long window forgot its hit")
+	}
+}
+
+// Prune deletes in batches: more idle buckets than one batch all go, and
+// each table's count is every row deleted.
+func TestPruneInBatches(t *testing.T) {
+	t.Parallel()
+	l, clk, _ := limiterOn(pgtest.Fresh(t)) // Prune deletes every idle bucket
+	ctx := context.Background()
+	for range 5 {
+		allow(t, l, bucket(t), ratelimit.Rate{N: 1, Per: time.Second})
+		take(t, l, bucket(t), ratelimit.Window{N: 1, Size: time.Second})
+	}
+	live := bucket(t)
+	take(t, l, live, ratelimit.Window{N: 1, Size: time.Hour})
+	clk.Advance(time.Minute)
+	deleted, err := l.Prune(ctx, clk.Now(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(deleted) != fmt.Sprint(map[string]int64{"rate_buckets": 5, "rate_windows": 5}) {
+		t.Errorf("Prune in batches of 2 deleted %v, want 5 of each", deleted)
+	}
+	if n, _, _ := l.Count(ctx, live, ratelimit.Window{N: 1, Size: time.Hour}); n != 1 {
+		t.Errorf("the live window holds %d hits after Prune, want 1", n)
+	}
+	if _, err := l.Prune(ctx, clk.Now(), 0); err == nil {
+		t.Error("Prune with a batch of 0 rows did not fail")
+	}
+}
+
+// A bucket hit while Prune deletes it stays: the hit's row version is not
+// the idle one Prune chose.
+func TestPruneKeepsABucketHitMeanwhile(t *testing.T) {
+	t.Parallel()
+	l, clk, pool := limiterOn(pgtest.Fresh(t))
+	ctx := context.Background()
+	b := bucket(t)
+	allow(t, l, b, ratelimit.Rate{N: 1, Per: time.Second})
+	clk.Advance(time.Minute) // idle now
+	// A hit in flight: its transaction holds the row while Prune runs.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	hitTAT := clk.Now().Add(time.Second)
+	if _, err := tx.Exec(ctx, `UPDATE rate_buckets SET tat = $2 WHERE bucket = $1`, b, hitTAT); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		deleted map[string]int64
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		deleted, err := l.Prune(ctx, clk.Now(), 10)
+		done <- result{deleted, err}
+	}()
+	poll.Must(t, 10*time.Second, "Prune's DELETE waits for the hit's row", func() bool {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM rate_buckets%'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n > 0
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if res.deleted["rate_buckets"] != 0 {
+		t.Errorf("Prune deleted %v: the bucket hit meanwhile went", res.deleted)
+	}
+	var tat time.Time
+	if err := pool.QueryRow(ctx, `SELECT tat FROM rate_buckets WHERE bucket = $1`, b).Scan(&tat); err != nil {
+		t.Fatalf("the bucket hit meanwhile: %v", err)
+	}
+	if !tat.Equal(hitTAT) {
+		t.Errorf("the bucket's tat is %v, want the hit's %v", tat, hitTAT)
 	}
 }
 

@@ -6,14 +6,17 @@ import (
 	"slices"
 	"strings"
 
-	"lectern/events"
 	"lectern/projections"
 )
 
 // NewReplayer returns a replayer of the read models over the event store cfg
 // selects, and the function that closes what it opened.
 func NewReplayer(ctx context.Context, cfg Config) (*projections.Replayer, func(), error) {
-	r := &projections.Replayer{Pool: cfg.Pool, Registry: events.NewRegistry()}
+	_, sealer, err := newSealer(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &projections.Replayer{Pool: cfg.Pool, Registry: registryFor(sealer)}
 	es, pg, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, nil, err

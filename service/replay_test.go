@@ -80,9 +80,15 @@ type replayEnv struct {
 
 func startReplayEnv(t *testing.T, store string) *replayEnv {
 	t.Helper()
+	return startReplayEnvWith(t, store, nil)
+}
+
+// startReplayEnvWith is startReplayEnv with a data key (nil: events in clear).
+func startReplayEnvWith(t *testing.T, store string, dataKey []byte) *replayEnv {
+	t.Helper()
 	cfg := service.Config{Pool: pgtest.Fresh(t),
 		AdminEmails: []string{"admin@example.com"}, AddressLimit: 100000,
-		ConsistencyWait: pgtest.ConsistencyWait}
+		ConsistencyWait: pgtest.ConsistencyWait, DataKey: dataKey}
 	if store == "esdbfake" {
 		cfg.EventStoreURL = esdbfake.Start(t)
 	}

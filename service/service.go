@@ -5,6 +5,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 
 	"lectern/api"
 	"lectern/auth"
+	"lectern/blobs"
 	"lectern/commands"
 	"lectern/downstream"
 	"lectern/events"
@@ -30,6 +32,7 @@ import (
 	"lectern/llm"
 	"lectern/mail"
 	"lectern/metrics"
+	"lectern/personal"
 	"lectern/projections"
 	"lectern/queries"
 	"lectern/ratelimit"
@@ -82,6 +85,13 @@ type Config struct {
 	BrokerTopic string
 	// BrokerRetention is how long published messages are kept (0: always).
 	BrokerRetention time.Duration
+	// StreamHeartbeat is api.Deps.StreamHeartbeat (0: 15 s).
+	StreamHeartbeat time.Duration
+	// DataKey is the 32-byte master key of personal data (LECTERN_DATA_KEY):
+	// personal fields of events are sealed under their subject's key, which
+	// it wraps (docs/privacy.md). nil: events are stored in clear, as the
+	// bench's baseline does; lectern serve always sets one.
+	DataKey []byte
 }
 
 // Validate reports every problem at once.
@@ -109,6 +119,43 @@ func (c Config) Validate() error {
 		err = errors.Join(err, errors.New("no logger"))
 	}
 	return err
+}
+
+// newSealer is the key store and sealer of personal data under
+// cfg.DataKey; nil without one.
+func newSealer(cfg Config) (*personal.Keys, *personal.Sealer, error) {
+	if cfg.DataKey == nil {
+		return nil, nil, nil
+	}
+	keys, err := personal.NewKeys(cfg.Pool, cfg.DataKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	return keys, personal.NewSealer(keys), nil
+}
+
+// keySource is keys as a personal.KeySource: nil (no sealing) when nil.
+func keySource(keys *personal.Keys) personal.KeySource {
+	if keys == nil {
+		return nil
+	}
+	return keys
+}
+
+// openTimeout bounds the key look-up of one event's decoding.
+const openTimeout = 10 * time.Second
+
+// registryFor is the event registry, opening sealed events with sealer.
+func registryFor(sealer *personal.Sealer) *events.Registry {
+	r := events.NewRegistry()
+	if sealer == nil {
+		return r
+	}
+	return r.OpenWith(func(eventType string, data json.RawMessage) (json.RawMessage, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), openTimeout)
+		defer cancel()
+		return sealer.Open(ctx, eventType, data)
+	})
 }
 
 // Service is a wired Lectern.
@@ -231,7 +278,11 @@ func New(cfg Config) (*Service, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	registry := events.NewRegistry()
+	keys, sealer, err := newSealer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	registry := registryFor(sealer)
 	listener := projections.NewListener(cfg.Pool, cfg.Logger)
 	m := metrics.New()
 	es, pg, err := openStore(context.Background(), cfg)
@@ -248,6 +299,9 @@ func New(cfg Config) (*Service, error) {
 		pg.OnAppend(listener.WakeLocal)
 		store, closeStore = pg, pg.Close
 	}
+	if sealer != nil {
+		store = personal.NewStore(store, sealer)
+	}
 	store = metrics.CountingStore(store, m)
 	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now, IDs: commands.NewSequences(cfg.Pool)}
 	cmds, err := commands.New(deps)
@@ -263,11 +317,17 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Embedder == nil {
 		cfg.Embedder = knowledge.NewOffline()
 	}
-	cmds.Knowledge, err = commands.NewKnowledge(deps, reads, cfg.Embedder, cfg.Logger)
+	texts := blobs.New(cfg.Pool, keySource(keys))
+	cmds.Knowledge, err = commands.NewKnowledge(deps, reads, cfg.Embedder, texts, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	cmds.Sessions.Knowledge = cmds.Knowledge
+	if keys != nil {
+		if cmds.Erasure, err = commands.NewErasure(deps, keys, texts); err != nil {
+			return nil, err
+		}
+	}
 	tokens, err := auth.NewTokens(cfg.JWTKey, auth.Clock(cfg.Now))
 	if err != nil {
 		return nil, err
@@ -338,6 +398,7 @@ func New(cfg Config) (*Service, error) {
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
 		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
+		StreamHeartbeat: cfg.StreamHeartbeat,
 	})
 	if err != nil {
 		return nil, err

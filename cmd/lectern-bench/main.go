@@ -39,7 +39,7 @@ import (
 var (
 	duration   = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
 	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
-	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, esdb, knowledge or replay")
+	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, stream, esdb, knowledge, privacy or replay")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
@@ -88,6 +88,11 @@ func run() error {
 			return err
 		}
 	}
+	if want("stream") {
+		if err := streamBench(ctx, base); err != nil {
+			return err
+		}
+	}
 	if want("esdb") {
 		if err := esdbBench(ctx, base); err != nil {
 			return err
@@ -95,6 +100,11 @@ func run() error {
 	}
 	if want("knowledge") {
 		if err := knowledgeBench(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("privacy") {
+		if err := privacyBench(ctx, base); err != nil {
 			return err
 		}
 	}
@@ -339,7 +349,9 @@ func build() (string, error) {
 		return "", err
 	}
 	binary = filepath.Join(dir, "lectern")
-	out, err := exec.Command("go", "build", "-o", binary, "./cmd/lectern").CombinedOutput()
+	// The bench's build: only it obeys LECTERN_BENCH_SKIP_SESSION_CHECK,
+	// which the session check's measurement turns on and off.
+	out, err := exec.Command("go", "build", "-tags", "lectern_bench", "-o", binary, "./cmd/lectern").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("build: %w\n%s", err, out)
 	}
@@ -382,7 +394,7 @@ func startServer(ctx context.Context, base, dbName string, extraEnv ...string) (
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	dir, _ := os.MkdirTemp("", "lectern-bench")
-	env := append(os.Environ(), "LECTERN_PPROF_ADDR="+os.Getenv("BENCH_PPROF_ADDR"), "DATABASE_URL="+dsn, "PORT="+port, "LECTERN_JWT_KEY="+hex.EncodeToString(key), "LECTERN_LOG_LEVEL=warn")
+	env := append(os.Environ(), "LECTERN_PPROF_ADDR="+os.Getenv("BENCH_PPROF_ADDR"), "DATABASE_URL="+dsn, "PORT="+port, "LECTERN_JWT_KEY="+hex.EncodeToString(key), "LECTERN_DATA_KEY="+hex.EncodeToString(key), "LECTERN_LOG_LEVEL=warn")
 	env = append(env, extraEnv...)
 	// An operator account to log in with.
 	create := exec.CommandContext(ctx, bin, "users", "create", "--email", "bench@example.com", "--name", "Bench", "--password", "bench-password", "--admin")

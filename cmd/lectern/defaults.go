@@ -30,8 +30,12 @@ func databaseURL() (string, error) {
 }
 
 // defaultKeyFile is `make run`'s signing key, if it made one.
-func defaultKeyFile() string {
-	p, err := filepath.Abs(filepath.Join(privateClusterDir, "jwt.key"))
+func defaultKeyFile() string { return defaultFile("jwt.key") }
+
+// defaultFile is the absolute path of name under make run's .data/, if it
+// exists there.
+func defaultFile(name string) string {
+	p, err := filepath.Abs(filepath.Join(privateClusterDir, name))
 	if err != nil {
 		return ""
 	}

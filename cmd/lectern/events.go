@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"lectern/eventstore/esdb"
 	"lectern/eventstore/postgres"
 	"lectern/history"
+	"lectern/personal"
 	"lectern/service"
 )
 
@@ -46,7 +48,7 @@ func eventsCmd() *cobra.Command {
 			if err := f.Validate(); err != nil {
 				return err
 			}
-			store, closeStore, err := openEventStore(cmd.Context())
+			store, closeStore, err := openOpenedEventStore(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -94,6 +96,40 @@ func eventsCmd() *cobra.Command {
 	fl.StringVar(&format, "format", "lines", "lines (Lectern's NDJSON), or cloudevents (one CloudEvent 1.0, structured JSON, a line)")
 	events.AddCommand(export, copyCmd())
 	return events
+}
+
+// openOpenedEventStore is openEventStore reading events with their personal
+// fields opened with the data key (placeholders for erased subjects); with
+// no data key configured, as stored (sealed).
+func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error) {
+	store, closeStore, err := openEventStore(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := readEnv(false)
+	var key []byte
+	if err == nil {
+		key, err = e.dataKey()
+	}
+	if err != nil || key == nil {
+		closeStore()
+		if err == nil {
+			err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: the export opens personal fields with it")
+		}
+		return nil, nil, err
+	}
+	pool, err := connectEnv(ctx)
+	if err != nil {
+		closeStore()
+		return nil, nil, err
+	}
+	keys, err := personal.NewKeys(pool, key)
+	if err != nil {
+		closeStore()
+		pool.Close()
+		return nil, nil, err
+	}
+	return personal.NewStore(store, personal.NewSealer(keys)), func() { closeStore(); pool.Close() }, nil
 }
 
 // openEventStore opens the event store the service runs on: EventStoreDB

@@ -59,6 +59,11 @@ type env struct {
 	Port        string
 	JWTKey      string
 	JWTKeyFile  string
+	// DataKey and DataKeyFile: LECTERN_DATA_KEY (64 hex characters) or
+	// LECTERN_DATA_KEY_FILE, the master key of personal data
+	// (docs/privacy.md); make run's .data/data.key by default.
+	DataKey     string
+	DataKeyFile string
 	AdminEmails []string
 	LogLevel    slog.Level
 	// BrokerURL and BrokerTopic: where classroom changes are published
@@ -68,7 +73,7 @@ type env struct {
 	// BrokerRetention: LECTERN_BROKER_RETENTION, a Go duration (default
 	// 168h; 0 keeps every published message).
 	BrokerRetention time.Duration
-	// Extract: LECTERN_MAX_EXTRACTED_BYTES (default 1 MiB of text per
+	// Extract: LECTERN_MAX_EXTRACTED_BYTES (default 2 MiB of text per
 	// document) and LECTERN_MAX_CHUNKS (default 5 000).
 	Extract knowledge.ExtractLimits
 	// TrustedProxies: LECTERN_TRUSTED_PROXIES, CIDRs or addresses of the
@@ -90,6 +95,8 @@ func readEnv(needKey bool) (env, error) {
 		Port:        os.Getenv("PORT"),
 		JWTKey:      os.Getenv("LECTERN_JWT_KEY"),
 		JWTKeyFile:  os.Getenv("LECTERN_JWT_KEY_FILE"),
+		DataKey:     os.Getenv("LECTERN_DATA_KEY"),
+		DataKeyFile: os.Getenv("LECTERN_DATA_KEY_FILE"),
 		BrokerURL:   os.Getenv("LECTERN_BROKER_URL"),
 		BrokerTopic: os.Getenv("LECTERN_BROKER_TOPIC"),
 	}
@@ -147,7 +154,29 @@ func readEnv(needKey bool) (env, error) {
 	if e.JWTKey == "" && e.JWTKeyFile == "" && needKey {
 		err = errors.Join(err, errors.New("set LECTERN_JWT_KEY (64 hex characters) or LECTERN_JWT_KEY_FILE"))
 	}
+	if e.DataKey == "" && e.DataKeyFile == "" {
+		e.DataKeyFile = defaultFile("data.key")
+	}
 	return e, err
+}
+
+// dataKey is the master key of personal data; nil when none is configured
+// (a command that reads events then shows their personal fields sealed).
+func (e env) dataKey() ([]byte, error) {
+	var key []byte
+	var err error
+	switch {
+	case e.DataKey != "":
+		key, err = auth.DecodeKey(e.DataKey)
+	case e.DataKeyFile != "":
+		key, err = auth.LoadOrCreateKey(e.DataKeyFile)
+	default:
+		return nil, nil
+	}
+	if err == nil && len(key) != 32 {
+		err = fmt.Errorf("the data key must be 32 bytes (64 hex characters), not %d", len(key))
+	}
+	return key, err
 }
 
 // key is the signing key; with none configured (a command that issues no
@@ -227,12 +256,19 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 		pool.Close()
 		return nil, nil, err
 	}
-	if os.Getenv("LECTERN_BENCH_SKIP_SESSION_CHECK") == "1" {
-		log.Warn("LECTERN_BENCH_SKIP_SESSION_CHECK=1: access tokens are trusted alone (logged-out tokens work until they expire); for the bench only")
+	skipSessionCheck := benchSkipSessionCheck(log) // false but in the bench's build
+	// A service appends personal data: it never runs without the key.
+	dataKey, err := e.dataKey()
+	if err == nil && dataKey == nil {
+		err = errors.New("set LECTERN_DATA_KEY (64 hex characters) or LECTERN_DATA_KEY_FILE (make run makes .data/data.key)")
 	}
-	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("data key: %w", err)
+	}
+	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, DataKey: dataKey, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
-		SkipSessionCheck: os.Getenv("LECTERN_BENCH_SKIP_SESSION_CHECK") == "1", TrustedProxies: e.TrustedProxies, CORSOrigins: e.CORSOrigins,
+		SkipSessionCheck: skipSessionCheck, TrustedProxies: e.TrustedProxies, CORSOrigins: e.CORSOrigins,
 		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison})
 	if err != nil {
 		pool.Close()
@@ -274,7 +310,7 @@ func serveCmd() *cobra.Command {
 				Handler:           svc.Handler,
 				ReadHeaderTimeout: 5 * time.Second,
 				ReadTimeout:       30 * time.Second,
-				WriteTimeout:      120 * time.Second,
+				WriteTimeout:      120 * time.Second, // a streamed turn moves its own deadline on at each event (api/stream.go)
 				IdleTimeout:       120 * time.Second,
 				ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			}

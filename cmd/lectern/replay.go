@@ -37,12 +37,20 @@ func replayCmd() *cobra.Command {
 				}
 				return nil
 			}
+			e, err := readEnv(false)
+			if err != nil {
+				return err
+			}
+			dataKey, err := e.dataKey()
+			if err != nil {
+				return fmt.Errorf("data key: %w", err)
+			}
 			pool, err := connectEnv(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			r, closeStore, err := service.NewReplayer(cmd.Context(), service.Config{Pool: pool, EventStoreURL: os.Getenv("EVENTSTORE_URL")})
+			r, closeStore, err := service.NewReplayer(cmd.Context(), service.Config{Pool: pool, EventStoreURL: os.Getenv("EVENTSTORE_URL"), DataKey: dataKey})
 			if err != nil {
 				return err
 			}

@@ -4,12 +4,15 @@
 -- address: EventStoreDB refuses an append over 1 MiB, and personal content
 -- kept apart from the immutable log can be erased (docs/privacy.md).
 -- Documents recorded before this migration keep their text in their
--- knowledge.document_uploaded event (schema version 1).
+-- knowledge.document_uploaded event (schema version 1). Content is sealed
+-- under its owner's data key (subject_keys), so that erasing the owner makes
+-- it unreadable.
 CREATE TABLE document_blobs (
     owner_id   BIGINT      NOT NULL,
     hash       TEXT        NOT NULL,
     size       BIGINT      NOT NULL,
-    content    BYTEA       NOT NULL,
+    content    BYTEA       NOT NULL, -- nonce || AES-256-GCM ciphertext when sealed
+    sealed     BOOLEAN     NOT NULL,
     created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (owner_id, hash)
 );

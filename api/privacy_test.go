@@ -1,0 +1,273 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"lectern/eventstore"
+	"lectern/history"
+)
+
+// personalUser is a user whose every kind of personal field holds marker.
+type personalUser struct {
+	user
+	marker  string
+	partner int64
+	agent   int64
+	session int64
+	doc     int64
+}
+
+// fillPersonalData signs up a user whose name and e-mail hold a fresh
+// marker, and fills with it every kind of personal field: an agent, a
+// few-shot example, a practice session (prompt, answers, the agent's system
+// prompt in its settings), a knowledge document (title and text), a
+// promotion request, and a partner record (name, phone) made by an admin.
+func fillPersonalData(t *testing.T, e *env) personalUser {
+	t.Helper()
+	marker := "MRK" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	u := user{Email: strings.ToLower(marker) + "@example.com", Password: "correct horse battery", Name: "Ann " + marker}
+	u.ID, u.Access, u.Refresh = e.signUpAs(t, u.Email, u.Password, u.Name)
+	p := personalUser{user: u, marker: marker}
+
+	s := openSchool(t, e)
+	class := num(t, e.createClass(t, s, map[string]any{"name": "Privacy " + uniqueEmail()}), "id")
+	wantStatus(t, e.enroll(t, s, class, u.ID), http.StatusCreated)
+	res := e.do(t, "POST", fmt.Sprintf("/partner/partners?org_id=%d", s.org), map[string]any{
+		"org_id": s.org, "full_name": "Ann " + marker, "email": u.Email, "phone": "+44 " + marker, "user_id": u.ID,
+	}, s.admin.Access)
+	wantStatus(t, res, http.StatusCreated)
+	p.partner = num(t, res, "id")
+
+	p.agent = num(t, e.createAgent(t, u.Access, map[string]any{"name": "Tutor " + marker, "system_prompt": "Be " + marker,
+		"role_description": "Role " + marker, "template_source": "Template " + marker}), "agent_id")
+	example := num(t, e.createFewShot(t, u.Access, map[string]any{"title": "Ex " + marker, "input_text": "In " + marker,
+		"output_text": "Out " + marker, "meta": map[string]any{"note": marker}}), "example_id")
+	doc := e.uploadDocument(t, u.Access, "Notes "+marker, "The cell divides. "+marker)
+	p.doc = num(t, doc, "knowledge_id")
+	_, turn := e.startSession(t, u.Access, class, map[string]any{"prompt_text": "Question " + marker,
+		"model_names": []string{"echo", "echo-reverse"}, "agent_id": p.agent, "few_shot_example_ids": []int64{example},
+		"knowledge_ids": []int64{p.doc}})
+	p.session = turn.SessionID
+	wantStatus(t, e.do(t, "PATCH", sessionPath(p.session)+"/settings", map[string]any{"style_preset": "creative"}, u.Access), http.StatusOK)
+	wantStatus(t, e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "Ann " + marker,
+		"email": u.Email, "org_name": "School " + marker, "edu_category": "Cat " + marker}, u.Access), http.StatusCreated)
+	return p
+}
+
+// markerHits counts, in every table of the database, the rows that hold
+// marker anywhere (each row cast to text), by table.
+func markerHits(t *testing.T, e *env, marker string) map[string]int {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := e.pool.Query(ctx, `SELECT quote_ident(table_name) FROM information_schema.tables
+		WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits := map[string]int{}
+	for _, table := range tables {
+		var n int
+		// convert_from would fail on non-UTF-8 bytes; a text cast escapes bytea as hex, so also look for the marker's hex.
+		if err := e.pool.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s x WHERE strpos(x::text, $1) > 0 OR strpos(x::text, $2) > 0`, table),
+			marker, fmt.Sprintf("%x", marker)).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", table, err)
+		}
+		if n > 0 {
+			hits[table] = n
+		}
+	}
+	return hits
+}
+
+// eventHits counts the events of the log whose data or metadata hold
+// marker: as stored, and as every reader reads them (opened with the keys).
+func eventHits(t *testing.T, e *env, marker string) (stored, opened int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range []struct {
+		store eventstore.Store
+		n     *int
+	}{{e.rawEvents(t), &stored}, {e.events(t), &opened}} {
+		var after eventstore.Position
+		for {
+			evs, err := s.store.ReadAll(ctx, after, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs {
+				if bytes.Contains(ev.Data, []byte(marker)) || strings.Contains(fmt.Sprint(ev.Metadata), marker) {
+					*s.n++
+				}
+			}
+			if len(evs) < 1000 {
+				break
+			}
+			after = evs[len(evs)-1].Position
+		}
+	}
+	return stored, opened
+}
+
+// exportHits counts marker in every export format of the whole log.
+func exportHits(t *testing.T, e *env, marker string) int {
+	t.Helper()
+	store := e.events(t)
+	n := 0
+	for _, export := range []func(context.Context, eventstore.Store, *bytes.Buffer) error{
+		func(ctx context.Context, s eventstore.Store, w *bytes.Buffer) error {
+			_, err := history.Export(ctx, s, w, history.Filter{})
+			return err
+		},
+		func(ctx context.Context, s eventstore.Store, w *bytes.Buffer) error {
+			_, err := history.ExportCloudEvents(ctx, s, w, history.Filter{})
+			return err
+		},
+	} {
+		var out bytes.Buffer
+		if err := export(context.Background(), store, &out); err != nil {
+			t.Fatal(err)
+		}
+		n += strings.Count(out.String(), marker)
+	}
+	return n
+}
+
+// adminEventHits counts marker in the whole of GET /admin/events.
+func adminEventHits(t *testing.T, e *env, admin user, marker string) int {
+	t.Helper()
+	n, after := 0, ""
+	for {
+		path := "/admin/events?limit=1000"
+		if after != "" {
+			path += "&after=" + after
+		}
+		res := e.do(t, "GET", path, nil, admin.Access)
+		wantStatus(t, res, http.StatusOK)
+		n += strings.Count(string(res.Body), marker)
+		next, _ := field(t, res, "next").(string)
+		if next == "" || next == after {
+			return n
+		}
+		after = next
+	}
+}
+
+// Erasure, shown: every kind of personal field of one user holds a marker;
+// the user exports it, then erases the account; afterwards the marker is in
+// no table of the database (read models, the PostgreSQL event log, the
+// downstream topic, operational tables), no event as stored or as read, no
+// export format and no admin read, on either store; another user's data is
+// untouched; the address may sign up again.
+func TestErasureLeavesNothing(t *testing.T) {
+	e := sharedEnv(t)
+	ann := fillPersonalData(t, e)
+	bob := fillPersonalData(t, e)
+	admin := asAdmin(t, e)
+
+	// The export holds everything of Ann's, and nothing of Bob's.
+	res := e.do(t, "GET", "/user/me/export", nil, ann.Access)
+	wantStatus(t, res, http.StatusOK)
+	for _, want := range []string{"Ann " + ann.marker, "Be " + ann.marker, "Out " + ann.marker, "Question " + ann.marker,
+		"The cell divides. " + ann.marker, "School " + ann.marker, "+44 " + ann.marker} {
+		if !strings.Contains(string(res.Body), want) {
+			t.Errorf("the export lacks %q:\n%s", want, res.Body)
+		}
+	}
+	if strings.Contains(string(res.Body), bob.marker) {
+		t.Errorf("Ann's export holds Bob's data")
+	}
+	if hits := markerHits(t, e, ann.marker); len(hits) == 0 {
+		t.Fatal("the marker is in no table before the erasure: the search finds nothing")
+	}
+	if stored, opened := eventHits(t, e, ann.marker); stored != 0 || opened == 0 {
+		t.Fatalf("before the erasure, %d events hold the marker as stored (want 0: sealed) and %d as read (want some)", stored, opened)
+	}
+
+	// The password confirms the erasure.
+	wantDetail(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "wrong password"}, ann.Access),
+		http.StatusForbidden, "The password is not correct")
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": ann.Password}, ann.Access), http.StatusNoContent)
+
+	wantStatus(t, e.do(t, "GET", "/user/me", nil, ann.Access), http.StatusUnauthorized)
+	wantStatus(t, e.do(t, "POST", "/user/login", map[string]any{"email": ann.Email, "password": ann.Password}, ""), http.StatusUnauthorized)
+	if hits := markerHits(t, e, ann.marker); len(hits) != 0 {
+		t.Errorf("after the erasure the marker is still in %v", hits)
+	}
+	if stored, opened := eventHits(t, e, ann.marker); stored != 0 || opened != 0 {
+		t.Errorf("after the erasure %d events hold the marker as stored, %d as read", stored, opened)
+	}
+	if n := exportHits(t, e, ann.marker); n != 0 {
+		t.Errorf("the exports hold the marker %d times", n)
+	}
+	if n := adminEventHits(t, e, admin, ann.marker); n != 0 {
+		t.Errorf("GET /admin/events holds the marker %d times", n)
+	}
+
+	// Bob's data is whole.
+	if stored, opened := eventHits(t, e, bob.marker); stored != 0 || opened == 0 {
+		t.Errorf("Bob's events: %d hold his marker as stored, %d as read: want 0 and some", stored, opened)
+	}
+	res = e.do(t, "GET", "/user/me/export", nil, bob.Access)
+	wantStatus(t, res, http.StatusOK)
+	if !strings.Contains(string(res.Body), "Be "+bob.marker) || !strings.Contains(string(res.Body), "The cell divides. "+bob.marker) {
+		t.Errorf("Bob's export lost his data:\n%s", res.Body)
+	}
+
+	// The address is free again: a new account.
+	id, _, _ := e.signUpAs(t, ann.Email, "another good password", "Ann again")
+	if id == ann.ID {
+		t.Errorf("the address signed up as the erased user %d", id)
+	}
+}
+
+// An admin erases a user on request; a missing user is 404, and only admins
+// may.
+func TestAdminErasesAUser(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	u := e.signUp(t)
+	other := e.signUp(t)
+	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/users/%d/erase", u.ID), nil, other.Access), http.StatusForbidden)
+	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/users/%d/erase", u.ID), nil, ""), http.StatusUnauthorized)
+	wantStatus(t, e.do(t, "POST", "/admin/users/999999999/erase", nil, admin.Access), http.StatusNotFound)
+	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/users/%d/erase", u.ID), nil, admin.Access), http.StatusNoContent)
+	wantStatus(t, e.do(t, "GET", "/user/me", nil, u.Access), http.StatusUnauthorized)
+	// Erasing again changes nothing and succeeds.
+	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/users/%d/erase", u.ID), nil, admin.Access), http.StatusNoContent)
+	evs := e.streamEvents(t, fmt.Sprintf("user-%d", u.ID))
+	if types := eventTypes(evs); types[len(types)-1] != "user.erased" || strings.Count(strings.Join(types, ","), "user.erased") != 1 {
+		t.Errorf("the user's stream: %v, want one user.erased at its end", types)
+	}
+	if p := payload(t, evs[len(evs)-1]); p["actor"] != jsonNum(admin.ID) {
+		t.Errorf("user.erased %v: want the admin as actor", p)
+	}
+	wantStatus(t, e.do(t, "GET", "/user/me", nil, other.Access), http.StatusOK)
+}
+
+// Erasing oneself needs a password; an export needs a token.
+func TestPrivacyValidation(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	res := e.do(t, "DELETE", "/user/me", map[string]any{}, u.Access)
+	wantStatus(t, res, http.StatusUnprocessableEntity)
+	if !strings.Contains(string(res.Body), `"loc":["body","password"]`) {
+		t.Errorf("%s: want password missing", res)
+	}
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "x"}, ""), http.StatusUnauthorized)
+	wantStatus(t, e.do(t, "GET", "/user/me/export", nil, ""), http.StatusUnauthorized)
+	wantStatus(t, e.do(t, "POST", "/admin/users/0/erase", nil, u.Access), http.StatusUnprocessableEntity)
+}

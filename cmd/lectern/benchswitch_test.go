@@ -1,0 +1,26 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+// The session check can be turned off only in the bench's build; any other
+// build ignores the switch, and says so.
+func TestBenchSwitchOnlyInTheBenchBuild(t *testing.T) {
+	t.Setenv(benchSkipSessionCheckEnv, "1")
+	var logged bytes.Buffer
+	skip := benchSkipSessionCheck(slog.New(slog.NewTextHandler(&logged, nil)))
+	if skip != benchBuild {
+		t.Errorf("with %s=1 the check is skipped: %v; want %v (bench build: %v)", benchSkipSessionCheckEnv, skip, benchBuild, benchBuild)
+	}
+	if !strings.Contains(logged.String(), "level=WARN") {
+		t.Errorf("no warning logged: %q", logged.String())
+	}
+	t.Setenv(benchSkipSessionCheckEnv, "")
+	if benchSkipSessionCheck(slog.New(slog.NewTextHandler(&logged, nil))) {
+		t.Error("the check is skipped without the switch")
+	}
+}

@@ -1,0 +1,110 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"lectern/aggregates"
+	"lectern/blobs"
+	"lectern/events"
+	"lectern/eventstore"
+	"lectern/personal"
+)
+
+// SubjectEraser deletes a subject's data key (personal.Keys).
+type SubjectEraser interface {
+	Erase(ctx context.Context, subject string) error
+}
+
+// Erasure erases a user's personal data (GDPR art. 17): what is not in the
+// log is deleted, and the user's data key is deleted, so that every personal
+// field of their events, on either store, reads as its placeholder; then a
+// user.erased event records it, which the read models anonymise the user's
+// rows on and downstream systems receive. docs/privacy.md.
+type Erasure struct {
+	d     Deps
+	keys  SubjectEraser
+	texts *blobs.Store
+}
+
+// NewErasure refuses missing dependencies.
+func NewErasure(d Deps, keys SubjectEraser, texts *blobs.Store) (*Erasure, error) {
+	err := d.Validate()
+	if keys == nil {
+		err = errors.Join(err, errors.New("commands: nil subject keys (no data key)"))
+	}
+	if texts == nil {
+		err = errors.Join(err, errors.New("commands: nil blob store"))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Erasure{d: d, keys: keys, texts: texts}, nil
+}
+
+// Erase erases user userID on behalf of actor. Each step can run again: a
+// retry after a failure finishes the job, and erasing an erased user
+// succeeds without recording anything new.
+func (x *Erasure) Erase(ctx context.Context, userID, actor int64) (Result, error) {
+	stream := eventstore.StreamName(events.CategoryUser, userID)
+	user, _, _, err := load(ctx, x.d, stream, aggregates.EvolveUser)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := aggregates.DecideErase(user, actor); err != nil {
+		return Result{}, err
+	}
+	if err := x.forget(ctx, user); err != nil {
+		return Result{}, fmt.Errorf("erase user %d: %w", userID, err)
+	}
+	// The key goes last but one: until then a retry can still read the
+	// e-mail address the steps above delete by.
+	if err := x.keys.Erase(ctx, personal.UserSubject(userID)); err != nil {
+		return Result{}, err
+	}
+	_, res, err := execute(ctx, x.d, stream, aggregates.EvolveUser, func(u aggregates.User) ([]events.Event, error) {
+		return aggregates.DecideErase(u, actor)
+	})
+	return res, err
+}
+
+// forget deletes what Lectern holds of the user outside the log, in one
+// transaction: the password, sessions (refresh tokens: every access token
+// of theirs is refused at once), codes and rate-limit buckets by e-mail,
+// stored responses of idempotent requests, the e-mail's uniqueness claim
+// (the address may sign up again, as a new user), and documents' texts and
+// chunks.
+func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
+	type statement struct {
+		sql  string
+		args []any
+	}
+	stream := eventstore.StreamName(events.CategoryUser, u.ID)
+	statements := []statement{
+		{`DELETE FROM credentials WHERE user_id = $1`, []any{u.ID}},
+		{`UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL`, []any{u.ID}},
+		{`DELETE FROM idempotency_keys WHERE user_id = $1`, []any{u.ID}},
+		{`DELETE FROM unique_claims WHERE scope = $1 AND owner = $2`, []any{emailScope, stream}},
+		{`DELETE FROM knowledge_chunks WHERE knowledge_id IN (SELECT id FROM knowledge_documents WHERE user_id = $1)`, []any{u.ID}},
+		{`DELETE FROM document_blobs WHERE owner_id = $1`, []any{u.ID}},
+	}
+	// The address itself: readable until the key goes (a retry after that
+	// reads the placeholder, and the first attempt already deleted these).
+	if u.Email != "" && u.Email != personal.ErasedEmail(personal.UserSubject(u.ID)) {
+		statements = append(statements,
+			statement{`DELETE FROM email_codes WHERE email = $1`, []any{u.Email}},
+			statement{`DELETE FROM rate_windows WHERE strpos(bucket, $1) > 0`, []any{u.Email}},
+			statement{`DELETE FROM rate_buckets WHERE strpos(bucket, $1) > 0`, []any{u.Email}})
+	}
+	return pgx.BeginFunc(ctx, x.d.DB, func(tx pgx.Tx) error {
+		for _, s := range statements {
+			if _, err := tx.Exec(ctx, s.sql, s.args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,91 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/aggregates"
+)
+
+// activeEnrollmentScope is the uniqueness claim scope of seats: keys are
+// "<class_id>:<student_id>", owned by the active enrollment's stream.
+const activeEnrollmentScope = "active_enrollment"
+
+// seatReservations is the reservation pattern for the rule that spans
+// aggregates, Class capacity × Enrollment: a class's active enrollments stay
+// within its capacity, and a student holds at most one of them. Each
+// enrollment is its own aggregate, so no one stream can decide this; instead
+// a seat is reserved before an active enrollment is created, released if the
+// creation fails and when the enrollment is dropped. aggregates.DecideSeat
+// makes the decision; the reservation only gathers what it needs, under a
+// per-class lock, and records the outcome.
+//
+// A seat is a row of unique_claims (activeEnrollmentScope), so the
+// reservations are the count of a class's taken seats.
+type seatReservations struct {
+	db *pgxpool.Pool
+}
+
+func seatKey(classID, studentID int64) string {
+	return strconv.FormatInt(classID, 10) + ":" + strconv.FormatInt(studentID, 10)
+}
+
+// Reserve takes a seat in class for the student's enrollment (its stream),
+// or returns the seat rule's error (aggregates.ErrAlreadyEnrolled,
+// aggregates.ErrClassFull). The seat the enrollment already holds (an earlier
+// attempt of the same request, under an Idempotency-Key) is its own.
+// A per-class advisory lock serialises the count and the reservation, so
+// concurrent reservations never overfill a class.
+func (s seatReservations) Reserve(ctx context.Context, class aggregates.Class, studentID int64, enrollment string) error {
+	tx, err := s.db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+		activeEnrollmentScope+":"+strconv.FormatInt(class.ID, 10)); err != nil {
+		return err
+	}
+	key := seatKey(class.ID, studentID)
+	var holder string
+	err = tx.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, activeEnrollmentScope, key).Scan(&holder)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return err
+	case holder == enrollment:
+		// The enrollment's id is new, or (under an Idempotency-Key) an
+		// earlier attempt's of this request, which took this seat.
+		return nil
+	}
+	alreadyActive := holder != ""
+	var taken int64
+	if class.Capacity != nil && !alreadyActive {
+		// The literal scope matches the partial index on the class id.
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM unique_claims
+			WHERE scope = 'active_enrollment' AND split_part(key, ':', 1) = $1`,
+			strconv.FormatInt(class.ID, 10)).Scan(&taken); err != nil {
+			return err
+		}
+	}
+	if err := aggregates.DecideSeat(class.Capacity, taken, alreadyActive); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO unique_claims (scope, key, owner) VALUES ($1, $2, $3)`,
+		activeEnrollmentScope, key, enrollment); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// Release gives back the student's seat in the class if the enrollment
+// holds it (a seat another enrollment holds stays taken). Like release, it
+// is best effort.
+func (s seatReservations) Release(ctx context.Context, classID, studentID int64, enrollment string) {
+	_, _ = s.db.Exec(context.WithoutCancel(ctx), `DELETE FROM unique_claims WHERE scope = $1 AND key = $2 AND owner = $3`,
+		activeEnrollmentScope, seatKey(classID, studentID), enrollment)
+}

@@ -1,0 +1,140 @@
+package personal
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Keys are the subjects' data keys, in PostgreSQL (subject_keys), each
+// wrapped (AES-256-GCM) by the master key, LECTERN_DATA_KEY. Unwrapped keys
+// are cached for CacheTTL: an erasure on this process takes effect at once,
+// one on another replica within CacheTTL.
+type Keys struct {
+	db     *pgxpool.Pool
+	master cipher.AEAD
+	now    func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cachedKey
+}
+
+type cachedKey struct {
+	aead    cipher.AEAD
+	fetched time.Time
+}
+
+// CacheTTL bounds how long a replica may use a key another replica erased.
+const CacheTTL = 5 * time.Second
+
+// maxCached bounds the cache; past it, it starts afresh.
+const maxCached = 100_000
+
+// NewKeys returns the key store of db under the 32-byte master key.
+func NewKeys(db *pgxpool.Pool, master []byte) (*Keys, error) {
+	if len(master) != 32 {
+		return nil, fmt.Errorf("personal: the data key must be 32 bytes, not %d", len(master))
+	}
+	aead, err := newAEAD(master)
+	if err != nil {
+		return nil, err
+	}
+	return &Keys{db: db, master: aead, now: time.Now, cache: map[string]cachedKey{}}, nil
+}
+
+func newAEAD(key []byte) (cipher.AEAD, error) {
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	return cipher.NewGCM(block)
+}
+
+// Key implements KeySource.
+func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEAD, error) {
+	k.mu.Lock()
+	c, ok := k.cache[subject]
+	k.mu.Unlock()
+	if ok && k.now().Sub(c.fetched) < CacheTTL {
+		return c.aead, nil
+	}
+	wrapped, err := k.load(ctx, subject)
+	if errors.Is(err, pgx.ErrNoRows) && create {
+		wrapped, err = k.create(ctx, subject)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, ErrErased // never had one: nothing of it can be read
+	}
+	if err != nil {
+		return nil, err
+	}
+	if wrapped == nil {
+		return nil, ErrErased
+	}
+	n := k.master.NonceSize()
+	if len(wrapped) < n {
+		return nil, fmt.Errorf("personal: the key of %s is damaged", subject)
+	}
+	raw, err := k.master.Open(nil, wrapped[:n], wrapped[n:], []byte(subject))
+	if err != nil {
+		return nil, fmt.Errorf("personal: unwrap the key of %s (is LECTERN_DATA_KEY the one it was made with?): %w", subject, err)
+	}
+	aead, err := newAEAD(raw)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	if len(k.cache) >= maxCached {
+		k.cache = map[string]cachedKey{}
+	}
+	k.cache[subject] = cachedKey{aead: aead, fetched: k.now()}
+	k.mu.Unlock()
+	return aead, nil
+}
+
+// load returns the subject's wrapped key: nil once erased.
+func (k *Keys) load(ctx context.Context, subject string) ([]byte, error) {
+	var wrapped []byte
+	err := k.db.QueryRow(ctx, `SELECT wrapped FROM subject_keys WHERE subject = $1`, subject).Scan(&wrapped)
+	return wrapped, err
+}
+
+// create makes the subject a key, unless another process just did.
+func (k *Keys) create(ctx context.Context, subject string) ([]byte, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, k.master.NonceSize())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	wrapped := k.master.Seal(nonce, nonce, raw, []byte(subject))
+	if _, err := k.db.Exec(ctx, `INSERT INTO subject_keys (subject, wrapped) VALUES ($1, $2) ON CONFLICT (subject) DO NOTHING`,
+		subject, wrapped); err != nil {
+		return nil, err
+	}
+	return k.load(ctx, subject)
+}
+
+// Erase deletes the subject's key, keeping a tombstone so that no new key is
+// made for it: every sealed value of the subject, in every event, reads as
+// its placeholder from now on.
+func (k *Keys) Erase(ctx context.Context, subject string) error {
+	if _, err := k.db.Exec(ctx, `INSERT INTO subject_keys (subject, wrapped, erased_at) VALUES ($1, NULL, now())
+		ON CONFLICT (subject) DO UPDATE SET wrapped = NULL, erased_at = COALESCE(subject_keys.erased_at, now())`, subject); err != nil {
+		return fmt.Errorf("personal: erase %s: %w", subject, err)
+	}
+	k.mu.Lock()
+	delete(k.cache, subject)
+	k.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,177 @@
+package personal
+
+import (
+	"bytes"
+	"context"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	gojson "github.com/goccy/go-json"
+)
+
+// piiMember is the member of a sealed event's data that holds its personal
+// values, encrypted. Event types are Go structs with fixed members, none of
+// them named so, so its presence marks a sealed event.
+const piiMember = "pii"
+
+var piiKey = []byte(`"` + piiMember + `":`)
+
+// envelope is the "pii" member: the subject whose key sealed the values, and
+// the nonce and ciphertext of their JSON object (AES-256-GCM, the event type
+// and subject as additional data).
+type envelope struct {
+	Subject string `json:"sub"`
+	Sealed  []byte `json:"ct"` // nonce || ciphertext
+}
+
+// ErrErased is the key of a subject that was erased.
+var ErrErased = errors.New("personal: subject erased")
+
+// KeySource gives the AEAD of a subject's key: create makes one for a
+// subject that has none; ErrErased for a subject that was erased.
+type KeySource interface {
+	Key(ctx context.Context, subject string, create bool) (cipher.AEAD, error)
+}
+
+// Sealer seals and opens the personal fields of events.
+type Sealer struct {
+	keys KeySource
+}
+
+// NewSealer returns a sealer over keys.
+func NewSealer(keys KeySource) *Sealer { return &Sealer{keys: keys} }
+
+// Subject is whose personal data an event of eventType with data holds, the
+// acting user being actor: "user-7", or "" for an event that holds none.
+func Subject(eventType string, data json.RawMessage, actor int64) (string, error) {
+	r, ok := rules[eventType]
+	if !ok {
+		return "", nil
+	}
+	var top map[string]json.RawMessage
+	if err := gojson.Unmarshal(data, &top); err != nil {
+		return "", err
+	}
+	return r.subject(top, actor), nil
+}
+
+func (r rule) subject(top map[string]json.RawMessage, actor int64) string {
+	for _, s := range r.subjects {
+		var id *int64
+		if raw, ok := top[s.member]; ok && gojson.Unmarshal(raw, &id) == nil && id != nil && *id > 0 {
+			return s.category + "-" + strconv.FormatInt(*id, 10)
+		}
+	}
+	if actor > 0 {
+		return "user-" + strconv.FormatInt(actor, 10)
+	}
+	return ""
+}
+
+// Seal returns data with its personal fields replaced by their placeholders
+// and their values encrypted under the subject's key in the "pii" member.
+// An event type that holds no personal data, or an event with no subject
+// (nothing to key it by), is returned as it is. actor is the acting user.
+func (s *Sealer) Seal(ctx context.Context, eventType string, data json.RawMessage, actor int64) (json.RawMessage, error) {
+	r, ok := rules[eventType]
+	if !ok {
+		return data, nil
+	}
+	var top map[string]json.RawMessage
+	if err := gojson.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("personal: seal %s: %w", eventType, err)
+	}
+	if _, sealed := top[piiMember]; sealed {
+		return data, nil
+	}
+	subject := r.subject(top, actor)
+	if subject == "" {
+		return data, nil
+	}
+	values := map[string]json.RawMessage{}
+	for _, f := range r.fields {
+		v, err := f.take(top, subject)
+		if err != nil {
+			return nil, fmt.Errorf("personal: seal %s: %w", eventType, err)
+		}
+		if v != nil {
+			values[f.name()] = v
+		}
+	}
+	plain, err := gojson.Marshal(values)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := s.keys.Key(ctx, subject, true)
+	if err != nil {
+		return nil, fmt.Errorf("personal: seal %s: %w", eventType, err)
+	}
+	nonce := make([]byte, aead.NonceSize(), aead.NonceSize()+len(plain)+aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	env, err := gojson.Marshal(envelope{Subject: subject, Sealed: aead.Seal(nonce, nonce, plain, additional(eventType, subject))})
+	if err != nil {
+		return nil, err
+	}
+	top[piiMember] = env
+	return gojson.Marshal(top)
+}
+
+// Open returns data with the personal values of its "pii" member put back,
+// or, when its subject was erased, with their placeholders (the "pii" member
+// goes either way). Data that was never sealed is returned as it is.
+func (s *Sealer) Open(ctx context.Context, eventType string, data json.RawMessage) (json.RawMessage, error) {
+	r, ok := rules[eventType]
+	// A quote inside a JSON string is escaped, so `"pii":` in the bytes is
+	// a member name: without it there is nothing to open (the cheap path).
+	if !ok || !bytes.Contains(data, piiKey) {
+		return data, nil
+	}
+	var top map[string]json.RawMessage
+	if err := gojson.Unmarshal(data, &top); err != nil {
+		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	raw, sealed := top[piiMember]
+	if !sealed {
+		return data, nil
+	}
+	delete(top, piiMember)
+	var env envelope
+	if err := gojson.Unmarshal(raw, &env); err != nil {
+		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	aead, err := s.keys.Key(ctx, env.Subject, false)
+	if errors.Is(err, ErrErased) {
+		return gojson.Marshal(top) // the placeholders stand
+	}
+	if err != nil {
+		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	n := aead.NonceSize()
+	if len(env.Sealed) < n {
+		return nil, fmt.Errorf("personal: open %s: sealed values too short", eventType)
+	}
+	plain, err := aead.Open(nil, env.Sealed[:n], env.Sealed[n:], additional(eventType, env.Subject))
+	if err != nil {
+		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	var values map[string]json.RawMessage
+	if err := gojson.Unmarshal(plain, &values); err != nil {
+		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	for _, f := range r.fields {
+		if v, ok := values[f.name()]; ok {
+			if err := f.put(top, v); err != nil {
+				return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+			}
+		}
+	}
+	return gojson.Marshal(top)
+}
+
+func additional(eventType, subject string) []byte { return []byte(eventType + "\x00" + subject) }
