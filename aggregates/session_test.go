@@ -306,7 +306,7 @@ func TestUnknownModelKind(t *testing.T) {
 		t.Fatalf("error %v, want a field error", err)
 	}
 	want := derrors.FieldError{Kind: aggregates.ErrUnknownModel, Field: "model_names.1", Input: "nope", Msg: "unknown model 'nope'"}
-	if diff := cmp.Diff(want, *field, cmp.Comparer(func(a, b error) bool { return a == b })); diff != "" {
+	if diff := cmp.Diff(want, *field, cmp.Comparer(func(a, b error) bool { return errors.Is(a, b) && errors.Is(b, a) })); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 	if !errors.Is(err, aggregates.ErrUnknownModel) {

@@ -53,8 +53,6 @@ func (m *memoryKeys) erase(subject string) {
 	m.erased[subject] = true
 }
 
-const marker = "MARKER-7f3a"
-
 // sealCases are events of every type that holds personal data, each
 // personal field holding the marker, with what they read as once erased.
 var sealCases = []struct {

@@ -53,7 +53,9 @@ func FieldItems(err error, msg func(*derrors.FieldError) string) (items Errors, 
 	sources := SourcesOf(err)
 	var collect func(error) bool
 	collect = func(e error) bool {
-		if s, ok := e.(*sourcedError); ok {
+		// A walk of the tree node by node: errors.As would skip to a
+		// sourcedError anywhere below.
+		if s, ok := e.(*sourcedError); ok { //nolint:errorlint // see above
 			return collect(s.err)
 		}
 		if joined, ok := e.(interface{ Unwrap() []error }); ok {
