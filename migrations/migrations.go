@@ -19,6 +19,12 @@ var files embed.FS
 // Up applies every migration not yet applied. Concurrent callers (several
 // replicas starting at once) are serialised by a PostgreSQL advisory lock.
 func Up(ctx context.Context, pool *pgxpool.Pool) error {
+	return UpTo(ctx, pool, goose.MaxVersion)
+}
+
+// UpTo applies the migrations not yet applied up to version (a test of one
+// migration's effect on the data before it).
+func UpTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
 	sub, err := fs.Sub(files, "sql")
 	if err != nil {
 		return err
@@ -33,7 +39,7 @@ func Up(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
-	if _, err := provider.Up(ctx); err != nil {
+	if _, err := provider.UpTo(ctx, version); err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return nil

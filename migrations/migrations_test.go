@@ -1,0 +1,92 @@
+package migrations_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/migrations"
+	"lectern/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Cleanup()
+	os.Exit(code)
+}
+
+// emptyDatabase is a database with no migration applied, dropped at the end.
+func emptyDatabase(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	base := pgtest.URL(t)
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	name := "lectern_mig_" + hex.EncodeToString(suffix)
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = admin.Close(ctx) }()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.Database = name
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		if c, err := pgx.Connect(ctx, base); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE "+name)
+			_ = c.Close(ctx)
+		}
+	})
+	return pool
+}
+
+// A password hash that a version 1 user.signed_up event stored leaves the
+// PostgreSQL event log (it is kept in credentials); the rest of the event,
+// and other events, stay as they were.
+func TestPasswordHashesLeaveTheStoredEvents(t *testing.T) {
+	ctx := context.Background()
+	pool := emptyDatabase(t)
+	if err := migrations.UpTo(ctx, pool, 15); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO users (id, email, name, password_hash, roles, created_at, updated_at, version)
+		VALUES (7, 'ann@example.com', 'Ann', '$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA', '{user}', now(), now(), 1);
+		INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at) VALUES
+		  (gen_random_uuid(), '{"user_id":7,"email":"ann@example.com","name":"Ann","password_hash":"$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA","roles":["user"]}', '{}', 'user-7', 1, 'user.signed_up', 1, now()),
+		  (gen_random_uuid(), '{"agent_id":1,"owner_id":7,"name":"password_hash"}', '{}', 'agent-1', 1, 'agent.created', 1, now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var signedUp, agent, hash string
+	if err := pool.QueryRow(ctx, `SELECT payload::text FROM events WHERE stream_id = 'user-7'`).Scan(&signedUp); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(signedUp, "argon2id") || !strings.Contains(signedUp, `"email": "ann@example.com"`) {
+		t.Errorf("user.signed_up after the migrations: %s; want it without the hash, and otherwise whole", signedUp)
+	}
+	if err := pool.QueryRow(ctx, `SELECT payload::text FROM events WHERE stream_id = 'agent-1'`).Scan(&agent); err != nil || agent != `{"agent_id":1,"owner_id":7,"name":"password_hash"}` {
+		t.Errorf("another event: %s (%v), want it untouched", agent, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT password_hash FROM credentials WHERE user_id = 7`).Scan(&hash); err != nil || !strings.HasPrefix(hash, "$argon2id$") {
+		t.Errorf("credentials: %q (%v), want the hash kept there", hash, err)
+	}
+}
