@@ -44,6 +44,15 @@ var (
 
 func want(part string) bool { return *only == "" || *only == part }
 
+// benchDataKey is every server's data key in a run: servers started one
+// after another on one database must unwrap the subject keys the first
+// made.
+var benchDataKey = func() string {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return hex.EncodeToString(k)
+}()
+
 func main() {
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -394,7 +403,7 @@ func startServer(ctx context.Context, base, dbName string, extraEnv ...string) (
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	dir, _ := os.MkdirTemp("", "lectern-bench")
-	env := append(os.Environ(), "LECTERN_PPROF_ADDR="+os.Getenv("BENCH_PPROF_ADDR"), "DATABASE_URL="+dsn, "PORT="+port, "LECTERN_JWT_KEY="+hex.EncodeToString(key), "LECTERN_DATA_KEY="+hex.EncodeToString(key), "LECTERN_LOG_LEVEL=warn")
+	env := append(os.Environ(), "LECTERN_PPROF_ADDR="+os.Getenv("BENCH_PPROF_ADDR"), "DATABASE_URL="+dsn, "PORT="+port, "LECTERN_JWT_KEY="+hex.EncodeToString(key), "LECTERN_DATA_KEY="+benchDataKey, "LECTERN_LOG_LEVEL=warn")
 	env = append(env, extraEnv...)
 	// An operator account to log in with.
 	create := exec.CommandContext(ctx, bin, "users", "create", "--email", "bench@example.com", "--name", "Bench", "--password", "bench-password", "--admin")
