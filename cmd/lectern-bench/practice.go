@@ -73,43 +73,12 @@ func practiceBench(ctx context.Context, base string) error {
 		return err
 	}
 	defer stopProvider()
-	dir, err := os.MkdirTemp("", "lectern-bench-models")
+	env, err := newPracticeEnv(ctx, base, dbName, providerURL, "fake", 64)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	catalogue := fmt.Sprintf(`models:
-  - {id: 1, name: echo, provider: echo, default: true}
-  - {id: 11, name: fake-a, provider: openai, base_url: %q, model: m, timeout: 5s, retries: 0}
-  - {id: 12, name: fake-b, provider: openai, base_url: %q, model: m, timeout: 5s, retries: 0}
-`, providerURL, providerURL)
-	modelsFile := filepath.Join(dir, "models.yaml")
-	if err := os.WriteFile(modelsFile, []byte(catalogue), 0o600); err != nil {
-		return err
-	}
-	srv, err := startServer(ctx, base, dbName, "LECTERN_MODELS_FILE="+modelsFile)
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
-	token, err := srv.login(client)
-	if err != nil {
-		return err
-	}
-	var org, partner, class struct {
-		ID int64 `json:"id"`
-	}
-	if _, err := call(client, "POST", srv.url+"/admin/organizations", token, `{"name":"Bench school"}`, &org); err != nil {
-		return err
-	}
-	if _, err := call(client, "POST", fmt.Sprintf("%s/partner/partners?org_id=%d", srv.url, org.ID), token,
-		fmt.Sprintf(`{"org_id":%d,"full_name":"T","email":"t@example.com"}`, org.ID), &partner); err != nil {
-		return err
-	}
-	if _, err := call(client, "POST", fmt.Sprintf("%s/partner/%d/classes", srv.url, partner.ID), token, `{"name":"Bench class"}`, &class); err != nil {
-		return err
-	}
+	defer env.close()
+	srv, client, token, class := env.srv, env.client, env.token, env.class
 
 	// Baseline: one call straight to the fake provider.
 	var direct []time.Duration
@@ -261,4 +230,60 @@ func listBench(ctx context.Context, pool *pgxpool.Pool, srv *server, client *htt
 	fmt.Printf("%-34s %10s %10s   (target p99 < 5 ms)\n", "GET /user/practice/sessions", ms(percentile(api, .5)), ms(percentile(api, .99)))
 	fmt.Printf("%-34s %10s %10s   (baseline: the page's SQL, same concurrency)\n", "raw page query", ms(percentile(raw, .5)), ms(percentile(raw, .99)))
 	return nil
+}
+
+// practiceEnv is a server whose catalogue has two models, <prefix>-a and
+// <prefix>-b, at one fake provider, logged in as the bench's admin, with a
+// class to practise in.
+type practiceEnv struct {
+	srv    *server
+	client *http.Client
+	token  string
+	class  struct {
+		ID int64 `json:"id"`
+	}
+	close func()
+}
+
+func newPracticeEnv(ctx context.Context, base, dbName, providerURL, prefix string, idleConns int) (*practiceEnv, error) {
+	dir, err := os.MkdirTemp("", "lectern-bench-models")
+	if err != nil {
+		return nil, err
+	}
+	catalogue := fmt.Sprintf(`models:
+  - {id: 1, name: echo, provider: echo, default: true}
+  - {id: 11, name: %[1]s-a, provider: openai, base_url: %[2]q, model: m, timeout: 5s, retries: 0}
+  - {id: 12, name: %[1]s-b, provider: openai, base_url: %[2]q, model: m, timeout: 5s, retries: 0}
+`, prefix, providerURL)
+	modelsFile := filepath.Join(dir, "models.yaml")
+	if err := os.WriteFile(modelsFile, []byte(catalogue), 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	srv, err := startServer(ctx, base, dbName, "LECTERN_MODELS_FILE="+modelsFile)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	e := &practiceEnv{srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: idleConns}},
+		close: func() { srv.stop(); _ = os.RemoveAll(dir) }}
+	if e.token, err = srv.login(e.client); err != nil {
+		e.close()
+		return nil, err
+	}
+	var org, partner struct {
+		ID int64 `json:"id"`
+	}
+	if _, err = call(e.client, "POST", srv.url+"/admin/organizations", e.token, `{"name":"Bench school"}`, &org); err == nil {
+		_, err = call(e.client, "POST", fmt.Sprintf("%s/partner/partners?org_id=%d", srv.url, org.ID), e.token,
+			fmt.Sprintf(`{"org_id":%d,"full_name":"T","email":"t@example.com"}`, org.ID), &partner)
+	}
+	if err == nil {
+		_, err = call(e.client, "POST", fmt.Sprintf("%s/partner/%d/classes", srv.url, partner.ID), e.token, `{"name":"Bench class"}`, &e.class)
+	}
+	if err != nil {
+		e.close()
+		return nil, err
+	}
+	return e, nil
 }

@@ -8,8 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -105,43 +103,12 @@ func streamBench(ctx context.Context, base string) error {
 		return err
 	}
 	defer stopProvider()
-	dir, err := os.MkdirTemp("", "lectern-bench-models")
+	env, err := newPracticeEnv(ctx, base, dbName, providerURL, "stream", 8)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	catalogue := fmt.Sprintf(`models:
-  - {id: 1, name: echo, provider: echo, default: true}
-  - {id: 11, name: stream-a, provider: openai, base_url: %q, model: m, timeout: 5s, retries: 0}
-  - {id: 12, name: stream-b, provider: openai, base_url: %q, model: m, timeout: 5s, retries: 0}
-`, providerURL, providerURL)
-	modelsFile := filepath.Join(dir, "models.yaml")
-	if err := os.WriteFile(modelsFile, []byte(catalogue), 0o600); err != nil {
-		return err
-	}
-	srv, err := startServer(ctx, base, dbName, "LECTERN_MODELS_FILE="+modelsFile)
-	if err != nil {
-		return err
-	}
-	defer srv.stop()
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
-	token, err := srv.login(client)
-	if err != nil {
-		return err
-	}
-	var org, partner, class struct {
-		ID int64 `json:"id"`
-	}
-	if _, err := call(client, "POST", srv.url+"/admin/organizations", token, `{"name":"Bench school"}`, &org); err != nil {
-		return err
-	}
-	if _, err := call(client, "POST", fmt.Sprintf("%s/partner/partners?org_id=%d", srv.url, org.ID), token,
-		fmt.Sprintf(`{"org_id":%d,"full_name":"T","email":"t@example.com"}`, org.ID), &partner); err != nil {
-		return err
-	}
-	if _, err := call(client, "POST", fmt.Sprintf("%s/partner/%d/classes", srv.url, partner.ID), token, `{"name":"Bench class"}`, &class); err != nil {
-		return err
-	}
+	defer env.close()
+	srv, client, token, class := env.srv, env.client, env.token, env.class
 
 	// Baseline: one stream straight from the fake provider, first token and whole.
 	var directFirst, directWhole []time.Duration
