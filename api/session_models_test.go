@@ -7,11 +7,9 @@ package api_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,8 +20,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"lectern/llm"
-	"lectern/pgtest"
-	"lectern/service"
 )
 
 // fakeProvider is an OpenAI-compatible chat completions server that answers
@@ -80,38 +76,7 @@ func (f *fakeProvider) requests() []map[string]any {
 // whose catalogue is models.
 func newModelEnv(t *testing.T, models ...llm.Model) *env {
 	t.Helper()
-	sharedEnv(t)
-	cat, err := llm.NewCatalogue(models...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{pool: pgtest.Pool(t), mail: &mailbox{}, logs: &logLines{}, key: make([]byte, 32)}
-	if _, err := rand.Read(e.key); err != nil {
-		t.Fatal(err)
-	}
-	svc, err := service.New(service.Config{
-		Pool: e.pool, JWTKey: e.key, DataKey: dataKey, Mail: e.mail, AddressLimit: 100000,
-		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Models:          cat,
-		ModelOptions:    []llm.Option{llm.WithHTTPClient(&http.Client{})},
-		EventStoreURL:   eventStoreURL(t),
-		ConsistencyWait: pgtest.ConsistencyWait,
-	})
-	if err != nil {
-		t.Fatalf("service.New: %v", err)
-	}
-	e.svc = svc
-	stopBackground := svc.RunBackground(context.Background(), false)
-	e.srv = httptest.NewServer(svc.Handler)
-	e.stop = func() {
-		e.srv.Close()
-		stopBackground()
-	}
-	t.Cleanup(e.stop)
-	if e.doc, err = loadDoc(e.srv.URL); err != nil {
-		t.Fatalf("loading the OpenAPI document: %v", err)
-	}
-	return e
+	return newStreamEnv(t, streamEnvConfig{models: models})
 }
 
 // doFailing is do for a request expected to answer 5xx (502), which send
