@@ -268,10 +268,10 @@ func (s *system) writeUntilDeath(label string, stop <-chan struct{}) map[string]
 	return acked
 }
 
-// agentsInLog counts each agent name's agent.created events in the log.
-func (s *system) agentsInLog() map[string]int {
+// eachAgentCreated calls f with every agent.created event of the log, in
+// order.
+func (s *system) eachAgentCreated(f func(eventstore.RecordedEvent)) {
 	s.t.Helper()
-	out := map[string]int{}
 	for after := (eventstore.Position{}); ; {
 		page, err := s.store.ReadAll(context.Background(), after, 1000)
 		if err != nil {
@@ -279,18 +279,28 @@ func (s *system) agentsInLog() map[string]int {
 		}
 		for _, ev := range page {
 			if ev.Type == "agent.created" {
-				var data struct {
-					Name string `json:"name"`
-				}
-				_ = json.Unmarshal(ev.Data, &data)
-				out[data.Name]++
+				f(ev)
 			}
 		}
 		if len(page) < 1000 {
-			return out
+			return
 		}
 		after = page[len(page)-1].Position
 	}
+}
+
+// agentsInLog counts each agent name's agent.created events in the log.
+func (s *system) agentsInLog() map[string]int {
+	s.t.Helper()
+	out := map[string]int{}
+	s.eachAgentCreated(func(ev eventstore.RecordedEvent) {
+		var data struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(ev.Data, &data)
+		out[data.Name]++
+	})
+	return out
 }
 
 // agentsRead is each agent name's count in GET /agents.

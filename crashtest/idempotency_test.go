@@ -1,7 +1,6 @@
 package crashtest
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,27 +37,16 @@ func (s *system) doKeyed(method, path, body, key string) (int, []byte) {
 func (s *system) agentIDsInLog() map[int64]int {
 	s.t.Helper()
 	out := map[int64]int{}
-	for after := (eventstore.Position{}); ; {
-		page, err := s.store.ReadAll(context.Background(), after, 1000)
-		if err != nil {
-			s.t.Fatal(err)
+	s.eachAgentCreated(func(ev eventstore.RecordedEvent) {
+		var data struct {
+			ID int64 `json:"agent_id"`
 		}
-		for _, ev := range page {
-			if ev.Type == "agent.created" {
-				var data struct {
-					ID int64 `json:"agent_id"`
-				}
-				if err := json.Unmarshal(ev.Data, &data); err != nil || data.ID == 0 {
-					s.t.Fatalf("agent.created %s: %s (%v)", ev.ID, ev.Data, err)
-				}
-				out[data.ID]++
-			}
+		if err := json.Unmarshal(ev.Data, &data); err != nil || data.ID == 0 {
+			s.t.Fatalf("agent.created %s: %s (%v)", ev.ID, ev.Data, err)
 		}
-		if len(page) < 1000 {
-			return out
-		}
-		after = page[len(page)-1].Position
-	}
+		out[data.ID]++
+	})
+	return out
 }
 
 // Requests in flight when the process is killed (one of them after its
