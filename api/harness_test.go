@@ -558,18 +558,25 @@ func (d *apiDoc) validate(t testing.TB, res response, pointer string) {
 		t.Errorf("%s: Content-Type is %q, want application/json", res, ct)
 		return
 	}
+	d.validateJSON(t, res.String(), "body", pointer, res.Body)
+}
+
+// validateJSON checks data (what's noun: body, data) against the
+// document's schema at pointer.
+func (d *apiDoc) validateJSON(t testing.TB, what, noun, pointer string, data []byte) {
+	t.Helper()
 	s, err := d.schema(pointer)
 	if err != nil {
-		t.Errorf("%s: the document's schema %s does not compile: %v", res, pointer, err)
+		t.Errorf("%s: the document's schema %s does not compile: %v", what, pointer, err)
 		return
 	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(res.Body))
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		t.Errorf("%s: the body is not JSON: %v", res, err)
+		t.Errorf("%s: the %s is not JSON: %v", what, noun, err)
 		return
 	}
 	if err := s.Validate(inst); err != nil {
-		t.Errorf("%s: the body does not match the document's schema %s:\n%v", res, pointer, err)
+		t.Errorf("%s: the %s does not match the document's schema %s:\n%v", what, noun, pointer, err)
 	}
 }
 

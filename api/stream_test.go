@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"lectern/llm"
 	"lectern/pgtest"
@@ -188,19 +187,7 @@ func routeOf(path string) string {
 // validateEvent checks an event's data against the schema at pointer.
 func (d *apiDoc) validateEvent(t testing.TB, pointer string, ev sseEvent) {
 	t.Helper()
-	s, err := d.schema(pointer)
-	if err != nil {
-		t.Errorf("%s: the document has no schema for it (%s): %v", ev, pointer, err)
-		return
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(ev.Data))
-	if err != nil {
-		t.Errorf("%s: the data is not JSON: %v", ev, err)
-		return
-	}
-	if err := s.Validate(inst); err != nil {
-		t.Errorf("%s: the data does not match the document's schema %s:\n%v", ev, pointer, err)
-	}
+	d.validateJSON(t, ev.String(), "data", pointer, ev.Data)
 }
 
 // wantTurnStream checks a stream that ended with its turn: session first,
