@@ -315,7 +315,11 @@ func (l *pdfLexer) hex() string {
 	return string(b)
 }
 
-func (l *pdfLexer) name() string {
+func (l *pdfLexer) name() string { return l.regular(true) }
+
+// regular reads regular characters up to a delimiter or white space; in a
+// name (escapes), #xx is the byte xx.
+func (l *pdfLexer) regular(escapes bool) string {
 	b := l.tmp[:0]
 	for {
 		c, ok := l.next()
@@ -326,7 +330,7 @@ func (l *pdfLexer) name() string {
 			l.unread()
 			break
 		}
-		if c == '#' {
+		if escapes && c == '#' {
 			if d1, ok := l.next(); ok {
 				if h1 := unhexDigit(d1); h1 >= 0 {
 					if d2, ok := l.next(); ok {
@@ -348,20 +352,7 @@ func (l *pdfLexer) name() string {
 }
 
 func (l *pdfLexer) keyword() pdfToken {
-	b := l.tmp[:0]
-	for {
-		c, ok := l.next()
-		if !ok {
-			break
-		}
-		if isPDFDelim(c) || isPDFSpace(c) {
-			l.unread()
-			break
-		}
-		b = l.add(b, c)
-	}
-	l.tmp = b
-	s := string(b)
+	s := l.regular(false)
 	switch {
 	case s == "true" || s == "false":
 		return pdfToken{kind: tokBool, s: s}
