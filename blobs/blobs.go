@@ -127,9 +127,3 @@ func openSealed(aead cipher.AEAD, sealed []byte, ref Ref) ([]byte, error) {
 	}
 	return content, nil
 }
-
-// DeleteOwner removes every blob of owner (an erasure).
-func (s *Store) DeleteOwner(ctx context.Context, owner int64) error {
-	_, err := s.db.Exec(ctx, `DELETE FROM document_blobs WHERE owner_id = $1`, owner)
-	return err
-}

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"lectern/aggregates"
-	"lectern/blobs"
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/personal"
@@ -25,24 +24,20 @@ type SubjectEraser interface {
 // user.erased event records it, which the read models anonymise the user's
 // rows on and downstream systems receive. docs/privacy.md.
 type Erasure struct {
-	d     Deps
-	keys  SubjectEraser
-	texts *blobs.Store
+	d    Deps
+	keys SubjectEraser
 }
 
 // NewErasure refuses missing dependencies.
-func NewErasure(d Deps, keys SubjectEraser, texts *blobs.Store) (*Erasure, error) {
+func NewErasure(d Deps, keys SubjectEraser) (*Erasure, error) {
 	err := d.Validate()
 	if keys == nil {
 		err = errors.Join(err, errors.New("commands: nil subject keys (no data key)"))
 	}
-	if texts == nil {
-		err = errors.Join(err, errors.New("commands: nil blob store"))
-	}
 	if err != nil {
 		return nil, err
 	}
-	return &Erasure{d: d, keys: keys, texts: texts}, nil
+	return &Erasure{d: d, keys: keys}, nil
 }
 
 // Erase erases user userID on behalf of actor. Each step can run again: a

@@ -324,7 +324,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	cmds.Sessions.Knowledge = cmds.Knowledge
 	if keys != nil {
-		if cmds.Erasure, err = commands.NewErasure(deps, keys, texts); err != nil {
+		if cmds.Erasure, err = commands.NewErasure(deps, keys); err != nil {
 			return nil, err
 		}
 	}
