@@ -122,14 +122,21 @@ func (s *Sealer) Seal(ctx context.Context, eventType string, data json.RawMessag
 	return gojson.Marshal(top)
 }
 
+// Sealed reports whether data, of eventType, may hold sealed values: a
+// cheap test that lets readers skip Open (and its key look-up) for the rest.
+// A quote inside a JSON string is escaped, so `"pii":` in the bytes is a
+// member name.
+func Sealed(eventType string, data []byte) bool {
+	_, ok := rules[eventType]
+	return ok && bytes.Contains(data, piiKey)
+}
+
 // Open returns data with the personal values of its "pii" member put back,
 // or, when its subject was erased, with their placeholders (the "pii" member
 // goes either way). Data that was never sealed is returned as it is.
 func (s *Sealer) Open(ctx context.Context, eventType string, data json.RawMessage) (json.RawMessage, error) {
 	r, ok := rules[eventType]
-	// A quote inside a JSON string is escaped, so `"pii":` in the bytes is
-	// a member name: without it there is nothing to open (the cheap path).
-	if !ok || !bytes.Contains(data, piiKey) {
+	if !ok || !Sealed(eventType, data) {
 		return data, nil
 	}
 	var top map[string]json.RawMessage
