@@ -210,7 +210,8 @@ var (
 // who the caller is; whether its session is still open and which roles the
 // user holds come from the database with every request (one indexed round
 // trip), so that a logout, a revoked session or a role granted or withdrawn
-// counts from the next request, on every replica. Nothing is remembered
+// counts from the next request, on every replica. Requests that arrive
+// together share one lookup (sessionChecks), but nothing is remembered
 // between requests: a replica cannot know, without asking the database,
 // that another one changed them a moment ago (a memory forgotten on
 // announcements let the next request on another replica, or on this one
@@ -237,18 +238,11 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 		// Every token Lectern issues at login names its session.
 		return nil, errBadCredentials
 	}
-	var (
-		roles   []string
-		known   bool
-		revoked bool
-	)
-	err = s.deps.DB.QueryRow(r.Context(), `
-		SELECT u.roles, u.id IS NOT NULL,
-		       EXISTS (SELECT 1 FROM refresh_tokens WHERE family_id = $2 AND revoked_at IS NOT NULL)
-		FROM (SELECT 1) AS one LEFT JOIN users u ON u.id = $1`, claims.UserID, session).Scan(&roles, &known, &revoked)
+	q, err := s.sessions.check(r.Context(), claims.UserID, session)
 	if err != nil {
 		return nil, err
 	}
+	roles, known, revoked := q.roles, q.known, q.revoked
 	if revoked {
 		return nil, errBadCredentials
 	}

@@ -81,9 +81,10 @@ func (d Deps) Validate() error {
 
 // Server serves the API.
 type Server struct {
-	deps    Deps
-	ops     []operation
-	handler http.Handler
+	deps     Deps
+	sessions *sessionChecks
+	ops      []operation
+	handler  http.Handler
 }
 
 // New builds the router.
@@ -94,7 +95,7 @@ func New(deps Deps) (*Server, error) {
 	if deps.ConsistencyWait == 0 {
 		deps.ConsistencyWait = 2 * time.Second
 	}
-	s := &Server{deps: deps}
+	s := &Server{deps: deps, sessions: &sessionChecks{db: deps.DB}}
 	s.ops = s.operations()
 
 	r := chi.NewRouter()

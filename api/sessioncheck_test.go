@@ -1,0 +1,166 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"lectern/pgtest"
+)
+
+// Requests that arrive while a session lookup is in flight share the next
+// one, and each gets its own answer from a statement that began after it
+// arrived: a session revoked while the first lookup waits is refused to the
+// requests queued behind it.
+func TestSessionChecksShareALookup(t *testing.T) {
+	ctx := context.Background()
+	// A database of its own: the test locks a table.
+	pool, _, err := pgtest.NewDatabase(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+
+	const n = 6
+	ids := make([]int64, n)
+	sessions := make([]uuid.UUID, n)
+	for i := range n {
+		ids[i], sessions[i] = int64(9000+i), uuid.New()
+		roles := []string{"user"}
+		if i%2 == 1 {
+			roles = append(roles, "partner")
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO users (id, email, name, roles, created_at, updated_at, version)
+			VALUES ($1, $2, 'U', $3, now(), now(), 1)`, ids[i], fmt.Sprintf("u%d@example.com", i), roles); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
+			VALUES ($1, $2, $3, now() + interval '1 hour')`, uuid.NewString(), ids[i], sessions[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unknown := int64(9999) // signed up, but not yet in the users read model
+
+	// Hold the users table so that the first lookup waits in the database.
+	lock, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(ctx) }()
+	if _, err := lock.Exec(ctx, `LOCK TABLE users IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+
+	c := &sessionChecks{db: pool}
+	type answer struct {
+		q   *sessionCheck
+		err error
+	}
+	answers := make([]answer, n+2)
+	var wg sync.WaitGroup
+	ask := func(slot int, user int64, session uuid.UUID) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q, err := c.check(ctx, user, session)
+			answers[slot] = answer{q, err}
+		}()
+	}
+	ask(0, ids[0], sessions[0])
+	waitFor(t, "the first lookup to wait on the lock", func() (bool, error) {
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
+		return waiting, err
+	})
+	// Revoked after the first lookup began, before the others arrive.
+	if _, err := pool.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = $1`, sessions[3]); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < n; i++ {
+		ask(i, ids[i], sessions[i])
+	}
+	ask(n, ids[1], sessions[1]) // the same question twice in one batch
+	ask(n+1, unknown, uuid.New())
+	waitFor(t, "the other requests to queue", func() (bool, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.queued) == n+1, nil
+	})
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	if got := c.lookups.Load(); got != 2 {
+		t.Errorf("%d lookups for %d requests, want 2 (the first, then one for the rest)", got, n+2)
+	}
+	for slot, a := range answers {
+		if a.err != nil {
+			t.Fatalf("request %d: %v", slot, a.err)
+		}
+		i := slot
+		switch slot {
+		case n:
+			i = 1
+		case n + 1:
+			if a.q.known || a.q.revoked {
+				t.Errorf("unknown user: known %v revoked %v, want neither", a.q.known, a.q.revoked)
+			}
+			continue
+		}
+		wantRoles := []string{"user"}
+		if i%2 == 1 {
+			wantRoles = append(wantRoles, "partner")
+		}
+		if !a.q.known || !slices.Equal(a.q.roles, wantRoles) {
+			t.Errorf("request %d (user %d): known %v roles %v, want known, %v", slot, ids[i], a.q.known, a.q.roles, wantRoles)
+		}
+		if a.q.revoked != (i == 3) {
+			t.Errorf("request %d (user %d): revoked %v, want %v", slot, ids[i], a.q.revoked, i == 3)
+		}
+	}
+}
+
+// A request whose client goes away stops waiting; the others' lookup goes on.
+func TestSessionCheckOfAGoneClient(t *testing.T) {
+	ctx := context.Background()
+	pool, _, err := pgtest.NewDatabase(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	c := &sessionChecks{db: pool}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.check(gone, 1, uuid.New()); err == nil {
+		t.Fatal("a cancelled request's check succeeded")
+	}
+	q, err := c.check(ctx, 1, uuid.New())
+	if err != nil || q.known {
+		t.Fatalf("the next check: %v, known %v; want an answer, unknown user", err, q != nil && q.known)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
