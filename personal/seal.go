@@ -81,6 +81,16 @@ func (s *Sealer) Seal(ctx context.Context, eventType string, data json.RawMessag
 	if !ok {
 		return data, nil
 	}
+	if r.topLevel() {
+		if ms, ok := members(data, make([]member, 0, 16)); ok {
+			return s.sealMembers(ctx, eventType, r, data, ms, actor)
+		}
+	}
+	return s.sealGeneral(ctx, eventType, r, data, actor)
+}
+
+// sealGeneral is Seal through maps: for any rule and any valid JSON.
+func (s *Sealer) sealGeneral(ctx context.Context, eventType string, r rule, data json.RawMessage, actor int64) (json.RawMessage, error) {
 	var top map[string]json.RawMessage
 	if err := gojson.Unmarshal(data, &top); err != nil {
 		return nil, fmt.Errorf("personal: seal %s: %w", eventType, err)
@@ -139,6 +149,16 @@ func (s *Sealer) Open(ctx context.Context, eventType string, data json.RawMessag
 	if !ok || !Sealed(eventType, data) {
 		return data, nil
 	}
+	if r.topLevel() {
+		if ms, ok := members(data, make([]member, 0, 16)); ok {
+			return s.openMembers(ctx, eventType, r, ms)
+		}
+	}
+	return s.openGeneral(ctx, eventType, r, data)
+}
+
+// openGeneral is Open through maps: for any rule and any valid JSON.
+func (s *Sealer) openGeneral(ctx context.Context, eventType string, r rule, data json.RawMessage) (json.RawMessage, error) {
 	var top map[string]json.RawMessage
 	if err := gojson.Unmarshal(data, &top); err != nil {
 		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
@@ -182,3 +202,98 @@ func (s *Sealer) Open(ctx context.Context, eventType string, data json.RawMessag
 }
 
 func additional(eventType, subject string) []byte { return []byte(eventType + "\x00" + subject) }
+
+// sealMembers is Seal over the scanned top-level members of data, for a rule
+// whose personal fields are all top-level.
+func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data []byte, ms []member, actor int64) (json.RawMessage, error) {
+	for _, m := range ms {
+		if string(m.key) == piiMember {
+			return data, nil
+		}
+	}
+	subject := r.subjectOf(ms, actor)
+	if subject == "" {
+		return data, nil
+	}
+	plain := make([]byte, 1, len(data))
+	plain[0] = '{'
+	out := make([]byte, 1, len(data)+128)
+	out[0] = '{'
+	for _, m := range ms {
+		f, personal := r.fieldOf(m.key)
+		if !personal {
+			out = appendMember(out, m.key, m.value)
+			continue
+		}
+		plain = appendMember(plain, m.key, m.value)
+		out = appendMember(out, m.key, f.placeholder(subject))
+	}
+	plain = append(plain, '}')
+	aead, err := s.keys.Key(ctx, subject, true)
+	if err != nil {
+		return nil, fmt.Errorf("personal: seal %s: %w", eventType, err)
+	}
+	n := aead.NonceSize()
+	sealed := make([]byte, n, n+len(plain)+aead.Overhead())
+	if _, err := rand.Read(sealed); err != nil {
+		return nil, err
+	}
+	sealed = aead.Seal(sealed, sealed, plain, additional(eventType, subject))
+	out = appendMember(out, []byte(piiMember), nil)
+	out = appendEnvelope(out, subject, sealed)
+	return append(out, '}'), nil
+}
+
+// openMembers is Open over the scanned top-level members of sealed data,
+// for a rule whose personal fields are all top-level.
+func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms []member) (json.RawMessage, error) {
+	var raw []byte
+	for _, m := range ms {
+		if string(m.key) == piiMember {
+			raw = m.value
+		}
+	}
+	var values []member
+	if raw != nil {
+		var env envelope
+		if err := gojson.Unmarshal(raw, &env); err != nil {
+			return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+		}
+		aead, err := s.keys.Key(ctx, env.Subject, false)
+		switch {
+		case errors.Is(err, ErrErased): // the placeholders stand
+		case err != nil:
+			return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+		default:
+			n := aead.NonceSize()
+			if len(env.Sealed) < n {
+				return nil, fmt.Errorf("personal: open %s: sealed values too short", eventType)
+			}
+			plain, err := aead.Open(nil, env.Sealed[:n], env.Sealed[n:], additional(eventType, env.Subject))
+			if err != nil {
+				return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+			}
+			var ok bool
+			if values, ok = members(plain, make([]member, 0, len(r.fields))); !ok {
+				return nil, fmt.Errorf("personal: open %s: sealed values are not a JSON object", eventType)
+			}
+		}
+	}
+	out := make([]byte, 1, len(ms)*16+64)
+	out[0] = '{'
+	for _, m := range ms {
+		if string(m.key) == piiMember {
+			continue
+		}
+		v := m.value
+		if _, personal := r.fieldOf(m.key); personal {
+			for _, sealed := range values {
+				if string(sealed.key) == string(m.key) {
+					v = sealed.value
+				}
+			}
+		}
+		out = appendMember(out, m.key, v)
+	}
+	return append(out, '}'), nil
+}
