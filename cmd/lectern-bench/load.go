@@ -271,7 +271,7 @@ func perReq(x float64) string {
 // printRunsHeader and printRun write one line per run.
 func printRunsHeader() {
 	fmt.Printf("%-22s %8s %9s %9s %8s %8s %8s %8s %8s %8s %8s\n", "run", "req/s", "p50", "p99",
-		"cli µs", "srv µs", "pg µs", "commits", "xids", "stmts", "WAL B")
+		"cli µs", "srv µs", "pg µs", "~commits", "xids", "stmts", "WAL B")
 }
 
 func printRun(r loadRun) {
@@ -282,8 +282,9 @@ func printRun(r loadRun) {
 
 func printRunsLegend() {
 	fmt.Println("(per request: cli/srv/pg µs = CPU time of this load generator / the server process / the PostgreSQL")
-	fmt.Println(" cluster's processes during the load; commits = pg_stat_database.xact_commit, read and write;")
-	fmt.Println(" xids = transactions that wrote; stmts = pg_stat_statements calls incl. BEGIN/COMMIT, '-' when the")
+	fmt.Println(" cluster's processes during the load; ~commits = pg_stat_database.xact_commit, read and write, rough:")
+	fmt.Println(" an idle backend may publish its counts up to 10 s late; xids = transactions that wrote, exact: each")
+	fmt.Println(" is a commit that waits for its WAL; stmts = pg_stat_statements calls incl. BEGIN/COMMIT, '-' when the")
 	fmt.Println(" cluster does not preload it (LECTERN_PG_PRELOAD=pg_stat_statements); WAL B = WAL bytes)")
 }
 
