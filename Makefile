@@ -15,8 +15,9 @@ FUZZTIME ?= 20s
 test:
 	scripts/with-postgres.sh --per-package sh -c '$(GO) test -race -count=1 ./... && LECTERN_TEST_EVENT_STORE=esdbfake $(GO) test -race -count=1 -skip FuzzOperations ./api/ && $(GO) test -count=1 -run "^$$" -fuzz "^FuzzOperations$$" -fuzztime $(FUZZTIME) ./api/'
 
+# pg_stat_statements lets the bench count statements per request.
 bench:
-	scripts/with-postgres.sh $(GO) run ./cmd/lectern-bench
+	LECTERN_PG_PRELOAD=pg_stat_statements scripts/with-postgres.sh $(GO) run ./cmd/lectern-bench
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -8,7 +8,8 @@
 #   scripts/pg.sh url DIR     print DATABASE_URL
 #
 # PostgreSQL refuses to run as root: when called as root the cluster runs as the
-# unprivileged `postgres` account (or $LECTERN_PG_USER).
+# unprivileged `postgres` account (or $LECTERN_PG_USER). LECTERN_PG_PRELOAD sets
+# shared_preload_libraries of a new cluster (make bench: pg_stat_statements).
 set -euo pipefail
 
 port=5433
@@ -63,6 +64,7 @@ shared_buffers = 128MB
 fsync = ${LECTERN_PG_FSYNC:-on}
 synchronous_commit = ${LECTERN_PG_SYNC_COMMIT:-on}
 full_page_writes = ${LECTERN_PG_FSYNC:-on}
+shared_preload_libraries = '${LECTERN_PG_PRELOAD:-}'
 CONF
     fi
     if ! as_owner "$bindir/pg_ctl" -D "$dir" status >/dev/null 2>&1; then

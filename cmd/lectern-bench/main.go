@@ -39,7 +39,7 @@ import (
 var (
 	duration   = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
 	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
-	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, stream, esdb, knowledge, privacy or replay")
+	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), crud (POST /agents vs a plain CRUD server), practice, list (the session list and its baselines; practice includes it), stream, esdb, knowledge, privacy or replay")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
@@ -92,7 +92,12 @@ func run() error {
 			return err
 		}
 	}
-	if want("practice") {
+	if want("crud") {
+		if err := crudPart(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("practice") || *only == "list" {
 		if err := practiceBench(ctx, base); err != nil {
 			return err
 		}
@@ -318,6 +323,9 @@ type server struct {
 	url  string
 	dir  string
 	logs *bytes.Buffer
+	// jwtKey is the server's signing key (hex): the CRUD baseline, started
+	// beside it, checks the same tokens.
+	jwtKey string
 }
 
 func (s *server) stop() {
@@ -418,7 +426,7 @@ func startServer(ctx context.Context, base, dbName string, extraEnv ...string) (
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &server{cmd: cmd, url: "http://127.0.0.1:" + port, dir: dir, logs: logs}
+	s := &server{cmd: cmd, url: "http://127.0.0.1:" + port, dir: dir, logs: logs, jwtKey: hex.EncodeToString(key)}
 	for start := time.Now(); ; {
 		resp, err := http.Get(s.url + "/healthz")
 		if err == nil {

@@ -79,6 +79,9 @@ func practiceBench(ctx context.Context, base string) error {
 	}
 	defer env.close()
 	srv, client, token, class := env.srv, env.client, env.token, env.class
+	if *only == "list" {
+		return listBench(ctx, pool, srv, client, token, class.ID)
+	}
 
 	// Baseline: one call straight to the fake provider.
 	var direct []time.Duration
@@ -229,7 +232,7 @@ func listBench(ctx context.Context, pool *pgxpool.Pool, srv *server, client *htt
 	fmt.Printf("%-34s %10s %10s\n", "", "p50", "p99")
 	fmt.Printf("%-34s %10s %10s   (target p99 < 5 ms)\n", "GET /user/practice/sessions", ms(percentile(api, .5)), ms(percentile(api, .99)))
 	fmt.Printf("%-34s %10s %10s   (baseline: the page's SQL, same concurrency)\n", "raw page query", ms(percentile(raw, .5)), ms(percentile(raw, .99)))
-	return nil
+	return listBaselines(ctx, pool, srv, token, userID)
 }
 
 // practiceEnv is a server whose catalogue has two models, <prefix>-a and
