@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/personal"
+	"lectern/pgtest"
+	"lectern/service"
+)
+
+// sealedWholeBench measures sealing where users meet it: POST /agents on a
+// server that seals against one that stores in clear (the bench build's
+// LECTERN_BENCH_CLEAR_EVENTS), and a replay of every read model from a log
+// sealed against the same log in clear. Rounds alternate.
+func sealedWholeBench(ctx context.Context, base string) error {
+	fmt.Println("\n## Sealing, end to end: POST /agents (16 clients) and a whole replay, sealed vs in clear")
+	fmt.Printf("%-34s %14s %14s %8s %8s\n", "", "sealed/s", "clear/s", "ratio", "target")
+	pool, dbName, err := pgtest.NewDatabase(ctx, base)
+	if err != nil {
+		return err
+	}
+	pool.Close()
+	var sealed, clear []float64
+	for range 2 {
+		for _, inClear := range []bool{false, true} {
+			var extra []string
+			if inClear {
+				extra = append(extra, "LECTERN_BENCH_CLEAR_EVENTS=1")
+			}
+			srv, err := startServer(ctx, base, dbName, extra...)
+			if err != nil {
+				return err
+			}
+			rate, _, err := postAgents(srv)
+			srv.stop()
+			if err != nil {
+				return err
+			}
+			if inClear {
+				clear = append(clear, rate)
+			} else {
+				sealed = append(sealed, rate)
+			}
+		}
+	}
+	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", "POST /agents req/s", mean(sealed), mean(clear), mean(sealed)/mean(clear), ">= 0.90")
+
+	const n = 200_000
+	key, err := hex.DecodeString(benchDataKey)
+	if err != nil {
+		return err
+	}
+	clearPool, _, err := pgtest.NewDatabase(ctx, base)
+	if err != nil {
+		return err
+	}
+	defer clearPool.Close()
+	sealedPool, _, err := pgtest.NewDatabase(ctx, base)
+	if err != nil {
+		return err
+	}
+	defer sealedPool.Close()
+	if err := fillLog(ctx, clearPool, n); err != nil {
+		return err
+	}
+	if err := fillSealedLog(ctx, sealedPool, key, n); err != nil {
+		return err
+	}
+	sealed, clear = nil, nil
+	for range 2 {
+		c, err := replayRate(ctx, clearPool, nil, n)
+		if err != nil {
+			return err
+		}
+		s, err := replayRate(ctx, sealedPool, key, n)
+		if err != nil {
+			return err
+		}
+		clear, sealed = append(clear, c), append(sealed, s)
+	}
+	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", fmt.Sprintf("replay of %d events, events/s", n), mean(sealed), mean(clear),
+		mean(sealed)/mean(clear), ">= 0.90")
+	return nil
+}
+
+// fillSealedLog is fillLog with each event's personal fields sealed, as the
+// service appends them.
+func fillSealedLog(ctx context.Context, pool *pgxpool.Pool, key []byte, n int) error {
+	keys, err := personal.NewKeys(pool, key)
+	if err != nil {
+		return err
+	}
+	sealer := personal.NewSealer(keys)
+	const perUser, perTx = 10, 10_000
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for first := 0; first < n/perUser; first += perTx / perUser {
+		var rows [][]any
+		for u := first; u < first+perTx/perUser && u < n/perUser; u++ {
+			evs, err := userEvents(int64(u+1), at.Add(time.Duration(u)*time.Second))
+			if err != nil {
+				return err
+			}
+			for _, row := range evs {
+				data, err := sealer.Seal(ctx, row[5].(string), json.RawMessage(row[1].(string)), int64(u+1))
+				if err != nil {
+					return err
+				}
+				row[1] = string(data)
+			}
+			rows = append(rows, evs...)
+		}
+		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
+			[]string{"uuid", "payload", "metadata", "stream_id", "version", "event_type", "schema_version", "recorded_at"},
+			pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replayRate rebuilds every read model of pool's log and returns events/s.
+func replayRate(ctx context.Context, pool *pgxpool.Pool, key []byte, n int) (float64, error) {
+	r, closeStore, err := service.NewReplayer(ctx, service.Config{Pool: pool, DataKey: key})
+	if err != nil {
+		return 0, err
+	}
+	defer closeStore()
+	ps, err := service.ReplayableProjections()
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if _, err := r.Replay(ctx, ps...); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
