@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"lectern/derrors"
 )
@@ -88,11 +89,17 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 					}
 				}
 				route := chi.RouteContext(r.Context()).RoutePattern()
-				logger.LogAttrs(r.Context(), slog.LevelInfo, "http",
+				attrs := []slog.Attr{
 					slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
 					slog.Int("status", rec.status), slog.Int("bytes", rec.bytes),
 					slog.Float64("ms", float64(time.Since(start).Microseconds())/1000),
-					slog.String("request_id", requestID(r.Context())))
+					slog.String("request_id", requestID(r.Context())),
+				}
+				if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() {
+					// The request's trace, to find it from its log line.
+					attrs = append(attrs, slog.String("trace_id", sc.TraceID().String()))
+				}
+				logger.LogAttrs(r.Context(), slog.LevelInfo, "http", attrs...)
 			}()
 			next.ServeHTTP(rec, r)
 		})

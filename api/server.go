@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"lectern/api/validation"
 	"lectern/auth"
@@ -62,6 +63,9 @@ type Deps struct {
 	// StreamHeartbeat is how often an idle streamed turn sends a heartbeat
 	// (0: DefaultStreamHeartbeat).
 	StreamHeartbeat time.Duration
+	// Tracing, if set, traces each request with a server span named by its
+	// route (nil: tracing off, and no span is started).
+	Tracing trace.TracerProvider
 }
 
 // Validate reports every missing dependency.
@@ -106,7 +110,13 @@ func New(deps Deps) (*Server, error) {
 	if len(deps.CORSOrigins) > 0 {
 		r.Use(corsMiddleware(deps.CORSOrigins))
 	}
-	r.Use(withRequestID, accessLog(deps.Logger), limitBody)
+	r.Use(withRequestID)
+	if deps.Tracing != nil {
+		// Inside withRequestID, whose id the span records; outside
+		// accessLog, which turns a panic into the 500 the span records.
+		r.Use(traced(deps.Tracing))
+	}
+	r.Use(accessLog(deps.Logger), limitBody)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeDetail(w, http.StatusNotFound, "Not Found") })
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		// A custom 405 handler does not get chi's Allow header: rebuild it.

@@ -11,11 +11,15 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/failpoint"
+	"lectern/tracing"
 )
 
 // maxAttempts bounds the retries of a command that lost a version race.
@@ -169,11 +173,14 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 			return state, Result{Position: last}, nil
 		}
 		now := d.Now().UTC().Truncate(time.Microsecond)
+		actx, span := traceAppend(ctx, stream, len(decided))
 		meta := metadataFrom(ctx)
+		meta.TraceParent, meta.TraceState = tracing.Context(actx)
 		data := make([]eventstore.EventData, len(decided))
 		for i, e := range decided {
 			raw, err := json.Marshal(e)
 			if err != nil {
+				endAppend(span, err)
 				return state, Result{}, err
 			}
 			id := uuid.New()
@@ -185,7 +192,8 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 				Data: raw, Metadata: meta, RecordedAt: now,
 			}
 		}
-		res, err := d.Store.Append(ctx, stream, eventstore.Exact(version), data)
+		res, err := d.Store.Append(actx, stream, eventstore.Exact(version), data)
+		endAppend(span, err)
 		if idem != nil && !errors.Is(err, eventstore.ErrWrongExpectedVersion) && !errors.Is(err, eventstore.ErrAppendTooLarge) {
 			// Written, or perhaps written (a time-out): the key must outlive
 			// a failure of the request for a retry to find these events.
@@ -205,12 +213,39 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 			state = evolve(state, events.Envelope{
 				Meta: events.Meta{EventID: data[i].ID.String(), StreamID: stream, Version: version + int64(i) + 1,
 					RecordedAt: now, UserID: meta.UserID, RequestID: meta.RequestID,
-					CorrelationID: meta.CorrelationID, CausationID: meta.CausationID},
+					CorrelationID: meta.CorrelationID, CausationID: meta.CausationID,
+					TraceParent: meta.TraceParent, TraceState: meta.TraceState},
 				Event: e,
 			})
 		}
 		return state, Result{Position: res.Position, Appended: true}, nil
 	}
+}
+
+// traceAppend starts the span of an append of n events to stream, as a
+// child of ctx's span when that one is recorded (a traced request): the
+// events then carry the append's trace context in their metadata, and the
+// store's statements are its children. Otherwise it starts nothing (nil).
+func traceAppend(ctx context.Context, stream string, n int) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, nil
+	}
+	return parent.TracerProvider().Tracer("lectern/commands").Start(ctx, "append "+eventstore.Category(stream),
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("lectern.stream", stream), attribute.Int("messaging.batch.message_count", n)))
+}
+
+// endAppend ends an append's span (nil: none), with its error.
+func endAppend(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // nextID allocates an id of a category from its PostgreSQL sequence; under

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/extensions"
 
 	"lectern/events"
 )
@@ -37,7 +38,9 @@ const (
 // Encode turns a stored event into its CloudEvent: the id is the event id
 // (so consumers deduplicate re-deliveries by it), the subject is its stream
 // (class-3), the time is when it was recorded, and data is the event in its
-// current schema version (an older stored payload arrives upcast).
+// current schema version (an older stored payload arrives upcast). An event
+// whose append was traced carries its trace context in the traceparent and
+// tracestate extensions.
 func Encode(m events.Meta, e events.Event) (cloudevents.Event, error) {
 	ce := cloudevents.New(cloudevents.CloudEventsVersionV1)
 	ce.SetID(m.EventID)
@@ -47,6 +50,10 @@ func Encode(m events.Meta, e events.Event) (cloudevents.Event, error) {
 	ce.SetTime(m.RecordedAt.UTC())
 	ce.SetExtension(ExtStreamVersion, m.Version)
 	ce.SetExtension(ExtSchemaVersion, e.SchemaVersion())
+	// The append's trace context, as the CloudEvents distributed tracing
+	// extension carries it: a consumer's spans can link to the request
+	// that caused the change.
+	extensions.DistributedTracingExtension{TraceParent: m.TraceParent, TraceState: m.TraceState}.AddTracingAttributes(&ce)
 	// The event itself, not its JSON bytes: the SDK would send bytes as
 	// data_base64.
 	if err := ce.SetData(cloudevents.ApplicationJSON, redact(e)); err != nil {

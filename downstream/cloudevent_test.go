@@ -14,6 +14,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/cloudevents/sdk-go/v2/extensions"
 
 	"lectern/downstream"
 	"lectern/events"
@@ -150,5 +151,41 @@ func TestForwardsEveryClassroomEventType(t *testing.T) {
 	slices.Sort(declared)
 	if len(declared) == 0 || !slices.Equal(handled, declared) {
 		t.Fatalf("forwarded %v\nclassroom event types %v", handled, declared)
+	}
+}
+
+// A traced event's CloudEvent carries its trace context as the CloudEvents
+// distributed tracing extension: traceparent, and tracestate when there is
+// one.
+func TestEncodeTraced(t *testing.T) {
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, state := range []string{"", "lectern=1"} {
+		m := events.Meta{EventID: "0193a1f2-7c1e-7d3a-9b1e-1f2a3b4c5d70", StreamID: "course-4", Version: 1,
+			RecordedAt: time.Date(2026, 11, 21, 10, 4, 5, 0, time.UTC), TraceParent: parent, TraceState: state}
+		ce, err := downstream.Encode(m, events.CourseCreated{CourseID: 4, PartnerID: 2, Title: "Algebra"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := downstream.Message(ce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(msg.Payload, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["traceparent"] != parent {
+			t.Errorf("traceparent = %v, want %s", got["traceparent"], parent)
+		}
+		if ts, ok := got["tracestate"]; (state == "" && ok) || (state != "" && ts != state) {
+			t.Errorf("tracestate = %v (present %v), want %q", ts, ok, state)
+		}
+		var back cloudevents.Event
+		if err := json.Unmarshal(msg.Payload, &back); err != nil {
+			t.Fatal(err)
+		}
+		if ext, ok := extensions.GetDistributedTracingExtension(back); !ok || ext.TraceParent != parent || ext.TraceState != state {
+			t.Errorf("the SDK reads back %+v (%v), want %s %q", ext, ok, parent, state)
+		}
 	}
 }

@@ -28,6 +28,10 @@ type Meta struct {
 	CausationID   string
 	UserID        int64
 	RequestID     string
+	// TraceParent and TraceState are the W3C trace context of the append
+	// that recorded the event (eventstore.Metadata); empty when untraced.
+	TraceParent string
+	TraceState  string
 }
 
 // Envelope is an event with its metadata.

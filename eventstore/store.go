@@ -162,6 +162,11 @@ type Metadata struct {
 	// Actor names who acted outside the API: "cli:users create by ops"
 	// for an operator's command line.
 	Actor string `json:"actor,omitempty"`
+	// TraceParent and TraceState are the W3C trace context of the append
+	// that recorded the event, when tracing is on: the projections that
+	// apply it link their spans to it, and its CloudEvent carries it.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // EventData is an event to append.

@@ -67,10 +67,11 @@ type pollBeginner struct {
 	wsql.Beginner
 	mode    *batchMode    // nil: never batched
 	timeout time.Duration // bounds a statement left running at shutdown
+	tracer  *applyTracer  // nil: tracing off
 }
 
-func newPollBeginner(pool *pgxpool.Pool, mode *batchMode, timeout time.Duration) pollBeginner {
-	return pollBeginner{Beginner: wsql.BeginnerFromPgx(pool), mode: mode, timeout: timeout}
+func newPollBeginner(pool *pgxpool.Pool, mode *batchMode, timeout time.Duration, tracer *applyTracer) pollBeginner {
+	return pollBeginner{Beginner: wsql.BeginnerFromPgx(pool), mode: mode, timeout: timeout, tracer: tracer}
 }
 
 func (b pollBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.Tx, error) {
@@ -84,7 +85,7 @@ func (b pollBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.Tx
 		return nil, fmt.Errorf("projection: watermill-sql began a %T, not a pgx transaction", inner)
 	}
 	batched := b.mode != nil && b.mode.careful.Load() == 0
-	return &pollTx{Tx: ptx.Tx, ctx: ctx, mode: b.mode, timeout: b.timeout, batched: batched}, nil
+	return &pollTx{Tx: ptx.Tx, ctx: ctx, mode: b.mode, timeout: b.timeout, batched: batched, tracer: b.tracer}, nil
 }
 
 // pollTx is a projection's poll transaction. Its statements and its commit
@@ -101,6 +102,7 @@ type pollTx struct {
 	mode    *batchMode      // nil: never batched
 	timeout time.Duration
 	batched bool
+	tracer  *applyTracer // nil: tracing off
 	items   []setItem
 	// delivered counts the poll's messages handed to the handlers, this
 	// projection's or not: as many careful polls (one message each) take
@@ -147,6 +149,17 @@ func (t *pollTx) apply(ctx context.Context, q string, args ...any) error {
 	}
 	ctx, cancelApply := context.WithTimeout(ctx, t.timeout)
 	defer cancelApply()
+	if t.tracer == nil {
+		return t.applyItems(ctx, items, q, args)
+	}
+	ctx, span := t.tracer.startBatch(ctx, items)
+	err := t.applyItems(ctx, items, q, args)
+	t.tracer.end(span, err)
+	return err
+}
+
+// applyItems is apply's round trip.
+func (t *pollTx) applyItems(ctx context.Context, items []setItem, q string, args []any) error {
 	ptx := newPipelineTx(t.Tx, defaultPipeline)
 	if _, err := applySets(ctx, ptx, groupSets(items)); err != nil {
 		return t.giveUp(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"lectern/events"
 	"lectern/eventstore/postgres"
@@ -82,11 +83,14 @@ func metaOf(msg *message.Message) (events.Meta, error) {
 		CausationID   string `json:"causation_id"`
 		UserID        int64  `json:"user_id"`
 		RequestID     string `json:"request_id"`
+		TraceParent   string `json:"traceparent"`
+		TraceState    string `json:"tracestate"`
 	}
 	if err := postgres.DecodeMetadata(msg, &md); err != nil {
 		return m, fmt.Errorf("event %s metadata: %w", msg.UUID, err)
 	}
 	m.CorrelationID, m.CausationID, m.UserID, m.RequestID = md.CorrelationID, md.CausationID, md.UserID, md.RequestID
+	m.TraceParent, m.TraceState = md.TraceParent, md.TraceState
 	return m, nil
 }
 
@@ -151,6 +155,9 @@ type Runner struct {
 	// projection (the downstream forwarder after a broker outage): a stop is
 	// then logged as a warning, not as a poison event.
 	Restarted bool
+	// Tracing, if set, traces each event's application (or each live
+	// batch's) with a span linked to the append that recorded it.
+	Tracing trace.TracerProvider
 
 	mu       sync.Mutex
 	status   map[string]*Status
@@ -341,6 +348,10 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 		unwake()
 		return err
 	})
+	at := newApplyTracer(r.Tracing, p.Name)
+	if at != nil { // outermost: its span covers every attempt
+		router.AddMiddleware(at.middleware(handled))
+	}
 	router.AddMiddleware(r.attempts(p.Name, p.OnPoison, handled, stop))
 
 	processor, err := cqrs.NewEventGroupProcessorWithConfig(router, cqrs.EventGroupProcessorConfig{
@@ -365,7 +376,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 			if mode != nil {
 				schema = newModeSchema(pollBatch, mode)
 			}
-			beginner := newPollBeginner(r.pool, mode, r.AttemptTimeout)
+			beginner := newPollBeginner(r.pool, mode, r.AttemptTimeout, at)
 			sub, err := wsql.NewSubscriber(beginner, wsql.SubscriberConfig{
 				ConsumerGroup:  params.EventGroupName,
 				SchemaAdapter:  schema,

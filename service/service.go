@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"lectern/api"
 	"lectern/auth"
@@ -92,6 +93,11 @@ type Config struct {
 	// it wraps (docs/privacy.md). nil: events are stored in clear, as the
 	// bench's baseline does; lectern serve always sets one.
 	DataKey []byte
+	// Tracing, if set, traces requests, appends and the projections'
+	// applications of events (tracing.Setup; nil: off). The statements are
+	// traced by Pool's tracer (tracing.InstrumentPool), which the
+	// projections' pools share.
+	Tracing trace.TracerProvider
 }
 
 // Validate reports every problem at once.
@@ -357,6 +363,7 @@ func New(cfg Config) (*Service, error) {
 		}
 	}
 	runner := projections.NewRunner(projPool, listener, registry, cfg.Logger, ps...)
+	runner.Tracing = cfg.Tracing
 	if es != nil {
 		runner.Subscribers = projections.ESDBSubscribers(es, projPool, listener, cfg.Logger)
 	}
@@ -378,6 +385,7 @@ func New(cfg Config) (*Service, error) {
 	newDownstreamRunner := func() *projections.Runner {
 		r := projections.NewRunner(downPool, listener, registry, cfg.Logger, forwarder.Projection())
 		r.Restarted = true // Forwarder.Run restarts it after a broker outage
+		r.Tracing = cfg.Tracing
 		if es != nil {
 			r.Subscribers = projections.ESDBSubscribers(es, downPool, listener, cfg.Logger)
 		}
@@ -401,7 +409,7 @@ func New(cfg Config) (*Service, error) {
 		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
 		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
-		StreamHeartbeat: cfg.StreamHeartbeat,
+		StreamHeartbeat: cfg.StreamHeartbeat, Tracing: cfg.Tracing,
 	})
 	if err != nil {
 		return nil, err

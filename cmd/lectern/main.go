@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/trace"
 
 	"lectern/api"
 	"lectern/auth"
@@ -33,6 +34,7 @@ import (
 	"lectern/mail"
 	"lectern/migrations"
 	"lectern/service"
+	"lectern/tracing"
 )
 
 func main() {
@@ -197,7 +199,8 @@ func logger(level slog.Level) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// connect opens a pool on url whose statements tp traces (nil: none).
+func connect(ctx context.Context, url string, tp trace.TracerProvider) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
@@ -210,6 +213,7 @@ func connect(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = int32(max(4, 2*runtime.NumCPU()))
 	}
+	tracing.InstrumentPool(cfg, tp)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -230,10 +234,12 @@ func connectEnv(ctx context.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return connect(ctx, url)
+	return connect(ctx, url, nil)
 }
 
-func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgxpool.Pool, error) {
+// build wires the service the environment describes, traced by tp (nil:
+// untraced).
+func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider) (*service.Service, *pgxpool.Pool, error) {
 	key, err := e.key()
 	if err != nil {
 		return nil, nil, err
@@ -242,7 +248,7 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 	if err != nil {
 		return nil, nil, err
 	}
-	pool, err := connect(ctx, e.DatabaseURL)
+	pool, err := connect(ctx, e.DatabaseURL, tp)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -271,7 +277,8 @@ func build(ctx context.Context, e env, log *slog.Logger) (*service.Service, *pgx
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, DataKey: dataKey, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
 		SkipSessionCheck: skipSessionCheck, TrustedProxies: e.TrustedProxies, CORSOrigins: e.CORSOrigins,
-		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison})
+		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison,
+		Tracing: tp})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
@@ -294,7 +301,25 @@ func serveCmd() *cobra.Command {
 			ctx, stopSignals := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stopSignals()
 
-			svc, pool, err := build(ctx, e, log)
+			// OTEL_* variables; nothing is set up (and nothing traced)
+			// without them.
+			tp, shutdownTracing, err := tracing.Setup(ctx)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				// Last: the spans of the requests and projections that
+				// finished during the shutdown are flushed too.
+				flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := shutdownTracing(flushCtx); err != nil {
+					log.Warn("flushing traces", "error", err)
+				}
+			}()
+			if tp != nil {
+				log.Info("tracing on")
+			}
+			svc, pool, err := build(ctx, e, log, tp)
 			if err != nil {
 				return err
 			}
@@ -400,7 +425,7 @@ func usersCmd() *cobra.Command {
 				return err
 			}
 			log := logger(e.LogLevel)
-			svc, pool, err := build(cmd.Context(), e, log)
+			svc, pool, err := build(cmd.Context(), e, log, nil)
 			if err != nil {
 				return err
 			}

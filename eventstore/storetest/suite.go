@@ -44,8 +44,9 @@ func Event(typ string, n int) eventstore.EventData {
 		Type:          typ,
 		SchemaVersion: 1,
 		Data:          data,
-		Metadata:      eventstore.Metadata{CorrelationID: "corr", CausationID: "cause", UserID: 7, RequestID: "req"},
-		RecordedAt:    time.Date(2026, 11, 21, 10, 4, 5, 123456000, time.UTC),
+		Metadata: eventstore.Metadata{CorrelationID: "corr", CausationID: "cause", UserID: 7, RequestID: "req",
+			TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", TraceState: "lectern=1"},
+		RecordedAt: time.Date(2026, 11, 21, 10, 4, 5, 123456000, time.UTC),
 	}
 }
 
