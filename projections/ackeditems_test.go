@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
 	"lectern/pgtest"
-	"lectern/poll"
 )
 
 // Only the events up to the position the offset's update records (told by
@@ -106,12 +104,7 @@ func TestOffsetsTellThePollWhatItAcks(t *testing.T) {
 		}
 		last = res.Position
 	}
-	poll.Must(t, 10*time.Second, "the appends visible to a poll", func() bool {
-		var visible bool
-		err := pool.QueryRow(ctx, `SELECT $1::text::xid8 < pg_snapshot_xmin(pg_current_snapshot())`,
-			strconv.FormatUint(last.Commit, 10)).Scan(&visible)
-		return err == nil && visible
-	})
+	awaitPollable(t, pool, last)
 	if _, err := pool.Exec(ctx, `INSERT INTO projection_offsets (consumer_group, offset_acked, last_processed_transaction_id)
 		VALUES ('acks', 0, '0')`); err != nil {
 		t.Fatal(err)

@@ -151,6 +151,11 @@ type Runner struct {
 	// projection (the downstream forwarder after a broker outage): a stop is
 	// then logged as a warning, not as a poison event.
 	Restarted bool
+	// OneAtATime turns live batches off: every event is applied on its own,
+	// under a savepoint, as in careful mode. Not a setting of the service:
+	// the bench measures live batches against it, and tests hold the batches
+	// to it.
+	OneAtATime bool
 
 	mu       sync.Mutex
 	status   map[string]*Status
@@ -326,7 +331,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	}
 	wake, unwake := r.listener.wake(p.Name, types)
 	var mode *batchMode // nil: every event on its own
-	if batchable(p) {
+	if batchable(p) && !r.OneAtATime {
 		mode = &batchMode{}
 	}
 	var draining atomic.Pointer[drainingSubscriber]
