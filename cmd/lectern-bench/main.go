@@ -39,7 +39,7 @@ import (
 var (
 	duration   = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
 	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
-	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, stream, esdb, knowledge, privacy or replay")
+	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, stream, esdb, knowledge, privacy, paths (live batches and replay loaders, each on and off) or replay")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
@@ -114,6 +114,11 @@ func run() error {
 	}
 	if want("privacy") {
 		if err := privacyBench(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("paths") {
+		if err := pathsBench(ctx, base); err != nil {
 			return err
 		}
 	}
