@@ -226,17 +226,6 @@ func nothingMore(t *testing.T, h *harness, s scenario, ch <-chan *message.Messag
 	}
 }
 
-// noMore fails if ch delivers anything within d. (A wait for a length of
-// time: nothingMore waits for a fact instead.)
-func noMore(t *testing.T, ch <-chan *message.Message, d time.Duration) {
-	t.Helper()
-	select {
-	case msg := <-ch:
-		t.Fatalf("unexpected extra message %s: %s", msg.UUID, msg.Payload)
-	case <-time.After(d):
-	}
-}
-
 // check asserts that got is want, one CloudEvent per stored event, in order.
 func check(t *testing.T, want []stored, got []received) {
 	t.Helper()

@@ -19,6 +19,39 @@ type reply struct {
 	body   string            // raw body; empty: a completion answering text
 	text   string            // answer of the default body
 	delay  time.Duration     // wait before answering (ends early when the client gives up)
+	// meet, if set, holds the answer until every request meeting there has
+	// arrived (or its deadline passes: then 503).
+	meet *rendezvous
+}
+
+// rendezvous is where n requests, to any fake providers, wait for each other.
+type rendezvous struct {
+	mu      sync.Mutex
+	n       int
+	all     chan struct{}
+	timeout time.Duration
+}
+
+func newRendezvous(n int, timeout time.Duration) *rendezvous {
+	return &rendezvous{n: n, all: make(chan struct{}), timeout: timeout}
+}
+
+// arrive counts a request in, and reports whether all arrived before the
+// deadline or ctx's end.
+func (r *rendezvous) arrive(ctx context.Context) bool {
+	r.mu.Lock()
+	if r.n--; r.n == 0 {
+		close(r.all)
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.all:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-time.After(r.timeout):
+		return false
+	}
 }
 
 // received is one request the fake provider got.
@@ -71,6 +104,12 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	rep := f.replies[min(n, len(f.replies)-1)]
 	f.mu.Unlock()
 
+	if rep.meet != nil && !rep.meet.arrive(r.Context()) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, errorJSON("the other requests never arrived"))
+		return
+	}
 	if rep.delay > 0 {
 		// The fault under test (a slow provider), not a wait for something.
 		select {

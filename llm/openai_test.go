@@ -360,28 +360,26 @@ func TestCompleteAllTimeoutLeavesOthersAlone(t *testing.T) {
 
 func TestCompleteAllRunsInParallel(t *testing.T) {
 	t.Parallel()
-	// 400 ms each: one after the other takes 800 ms, well apart from the
-	// < 750 ms asked even on a loaded machine.
-	const delay = 400 * time.Millisecond
-	a := newFakeProvider(t, reply{delay: delay, text: "a"})
-	b := newFakeProvider(t, reply{delay: delay, text: "b"})
+	// Each provider answers only once both requests have arrived: one after
+	// the other, the first would wait in vain (then 503, after at most the
+	// models' 2 s timeout) and never be answered.
+	meet := newRendezvous(2, 5*time.Second)
+	a := newFakeProvider(t, reply{meet: meet, text: "a"})
+	b := newFakeProvider(t, reply{meet: meet, text: "b"})
 	g := New(nil, WithLookupEnv(env(nil)))
 	models := []Model{fakeModel(3, "a", a), fakeModel(4, "b", b)}
 
-	start := time.Now()
 	got := g.CompleteAll(t.Context(), models, Request{Messages: []Message{{Role: RoleUser, Content: "hi"}}})
-	wall := time.Since(start)
 
 	for i, want := range []string{"a", "b"} {
 		if got[i].Err != nil || got[i].Text != want {
-			t.Errorf("result %d = %q, %v; want %q", i, got[i].Text, got[i].Err, want)
-		}
-		if got[i].Latency < delay {
-			t.Errorf("result %d latency = %s, want at least the provider's %s", i, got[i].Latency, delay)
+			t.Errorf("result %d = %q, %v; want %q (both requests under way at once)", i, got[i].Text, got[i].Err, want)
 		}
 	}
-	if wall >= 2*delay-50*time.Millisecond {
-		t.Errorf("two %s models took %s together, want < %s (in parallel)", delay, wall, 2*delay-50*time.Millisecond)
+	for i, f := range []*fakeProvider{a, b} {
+		if n := len(f.requests()); n != 1 {
+			t.Errorf("provider %d got %d requests, want 1", i, n)
+		}
 	}
 }
 

@@ -95,7 +95,9 @@ func (b pollBeginner) BeginTx(ctx context.Context, opts *sql.TxOptions) (wsql.Tx
 //
 // Batched, it collects the events the handlers are given (collect) and
 // applies those the offset's update covers together with it (apply);
-// otherwise handlers write through it at once.
+// otherwise handlers write through it at once. It learns which statement is
+// the offset's update, and what that update acknowledges, from the offsets
+// adapter (Acked), not from the statement or its arguments.
 type pollTx struct {
 	pgx.Tx
 	ctx     context.Context // the poll's
@@ -109,7 +111,16 @@ type pollTx struct {
 	// them all again after a failure.
 	delivered int
 	failed    error // why the batch cannot commit
+	// acked is what the offset's update watermill-sql is about to execute
+	// acknowledges, told by postgres.Offsets.AckMessageQuery; nil until then.
+	acked *eventstore.Position
 }
+
+// Acked implements postgres.AckReceiver: the next statement is the offset's
+// update, acknowledging the messages up to pos.
+func (t *pollTx) Acked(pos eventstore.Position) { t.acked = &pos }
+
+var _ postgres.AckReceiver = (*pollTx)(nil)
 
 // bounded is ctx without its cancellation: a statement under way when the
 // poll's context ends (the shutdown) runs on, for at most the timeout.
@@ -131,17 +142,17 @@ func (t *pollTx) fail(err error) {
 	}
 }
 
-// apply applies the collected events that the offset's update q covers,
-// then sends q, in one round trip: a batch under way at shutdown is applied
-// and committed, not cut short. Applying the events is bounded by the
-// timeout, as a handler's attempt is.
-func (t *pollTx) apply(ctx context.Context, q string, args ...any) error {
+// apply applies the collected events that the offset's update q covers (up
+// to acked), then sends q, in one round trip: a batch under way at shutdown
+// is applied and committed, not cut short. Applying the events is bounded by
+// the timeout, as a handler's attempt is.
+func (t *pollTx) apply(ctx context.Context, acked eventstore.Position, q string, args ...any) error {
 	if t.failed != nil {
 		return t.giveUp(t.failed)
 	}
 	ctx, cancel := t.bounded(ctx)
 	defer cancel()
-	items := ackedItems(t.items, args)
+	items := ackedItems(t.items, acked)
 	t.items = nil
 	if len(items) == 0 {
 		_, err := t.Tx.Exec(ctx, q, args...)
@@ -175,22 +186,12 @@ func (t *pollTx) applyItems(ctx context.Context, items []setItem, q string, args
 	return nil
 }
 
-// ackedItems returns the items up to the position the offset's update
-// records: its postgres.AckedPosition argument (postgres.Offsets puts it
-// there). At shutdown watermill-sql may count the last message it delivered
-// as not acked, when the ack and the end of the subscription arrive together:
-// that event is read again at the next start, so its rows must not commit now.
-func ackedItems(items []setItem, args []any) []setItem {
-	var acked eventstore.Position
-	found := false
-	for _, a := range args {
-		if p, ok := a.(postgres.AckedPosition); ok {
-			acked, found = p.Position, true
-		}
-	}
-	if !found {
-		return items
-	}
+// ackedItems returns the items up to acked, the position the offset's
+// update records. At shutdown watermill-sql may count the last message it
+// delivered as not acked, when the ack and the end of the subscription
+// arrive together: that event is read again at the next start, so its rows
+// must not commit now.
+func ackedItems(items []setItem, acked eventstore.Position) []setItem {
 	n := len(items)
 	for n > 0 {
 		pos, err := eventstore.ParsePosition(items[n-1].m.Position)
@@ -208,10 +209,24 @@ func (t *pollTx) giveUp(err error) error {
 	return fmt.Errorf("%w: %w", errCareful, err)
 }
 
+// errUnacked refuses a batch's statement that came with no acked position:
+// the batch cannot tell which of its events the statement would commit.
+var errUnacked = errors.New("projection: a live batch's poll executed a statement no acked position came with (is its offsets adapter postgres.Offsets?)")
+
 func (t *pollTx) ExecContext(ctx context.Context, q string, args ...any) (wsql.Result, error) {
 	if t.batched {
-		// What the statement affected goes only to watermill-sql's trace log.
-		return wsql.PgxResult{}, t.apply(ctx, q, args...)
+		if t.acked != nil {
+			acked := *t.acked
+			t.acked = nil
+			// What the statement affected goes only to watermill-sql's trace log.
+			return wsql.PgxResult{}, t.apply(ctx, acked, q, args...)
+		}
+		if t.failed != nil {
+			return wsql.PgxResult{}, t.giveUp(t.failed)
+		}
+		if len(t.items) > 0 {
+			return wsql.PgxResult{}, t.giveUp(errUnacked)
+		}
 	}
 	ctx, cancel := t.bounded(ctx)
 	defer cancel()
@@ -247,7 +262,7 @@ func (r boundedRows) Close() error {
 // message as acked (see ackedItems), and their rows must not commit without
 // it.
 func (t *pollTx) Commit() error {
-	t.items = nil
+	t.items, t.acked = nil, nil
 	ctx, cancel := t.bounded(t.ctx)
 	defer cancel()
 	if err := t.Tx.Commit(ctx); err != nil {
@@ -260,7 +275,7 @@ func (t *pollTx) Commit() error {
 }
 
 func (t *pollTx) Rollback() error {
-	t.items = nil
+	t.items, t.acked = nil, nil
 	ctx, cancel := t.bounded(t.ctx)
 	defer cancel()
 	return t.Tx.Rollback(ctx)

@@ -28,8 +28,10 @@ type stored struct {
 }
 
 // checkLoader applies evs, in log order, through p's handlers (one at a time,
-// as the live projection does) and through p's loaders (as a replay's
-// catch-up does), and fails unless p's tables end the same.
+// as a live projection's careful poll does), through the same handlers
+// set-wise (as a live batch and a replay do: groupSets, applySets), and
+// through p's loaders (as a replay's catch-up does), and fails unless p's
+// tables end the same each way.
 func checkLoader(t *testing.T, p Projection, evs []logged) {
 	t.Helper()
 	ctx := context.Background()
@@ -61,6 +63,30 @@ func checkLoader(t *testing.T, p Projection, evs []logged) {
 		}
 	}
 	want := tableRows(t, live, p.Tables)
+
+	setWise := pgtest.Fresh(t)
+	items := make([]setItem, len(evs))
+	for i, ev := range evs {
+		typ := ev.e.EventType()
+		items[i] = setItem{h: handlers[typ], typ: typ, stream: ev.m.StreamID, m: ev.m, e: decoded(ev)}
+	}
+	sets := groupSets(items)
+	if len(sets) == len(items) {
+		t.Fatalf("the events make %d sets of one: set-wise is one at a time, the comparison proves nothing", len(sets))
+	}
+	err := pgx.BeginFunc(ctx, setWise, func(tx pgx.Tx) error {
+		ptx := newPipelineTx(tx, defaultPipeline)
+		if _, err := applySets(ctx, ptx, sets); err != nil {
+			return err
+		}
+		return ptx.flush(ctx)
+	})
+	if err != nil {
+		t.Fatalf("set-wise: %v", err)
+	}
+	if diff := cmp.Diff(want, tableRows(t, setWise, p.Tables)); diff != "" {
+		t.Fatalf("the handlers set-wise differ from one at a time (-one +set):\n%s", diff)
+	}
 
 	loaded := pgtest.Fresh(t)
 	for _, newLoader := range p.Loaders {
@@ -94,8 +120,9 @@ func at(stream string, version int64) events.Meta {
 		RecordedAt: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC).Add(time.Duration(len(stream)*100+int(version)) * time.Minute)}
 }
 
-// The loaders of users, agents and few-shot examples leave their tables as
-// the handlers do: events delivered again, or older than the row, change
+// The loaders of users, agents and few-shot examples, and their handlers
+// given events set-wise (OnSet), leave their tables as the handlers one
+// event at a time do: events delivered again, or older than the row, change
 // nothing; a row an event changes that was never created stays absent; an
 // erasure anonymises the user's rows and moves only the user's own.
 func TestRowLoadersMatchTheirHandlers(t *testing.T) {

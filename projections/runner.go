@@ -158,6 +158,11 @@ type Runner struct {
 	// Tracing, if set, traces each event's application (or each live
 	// batch's) with a span linked to the append that recorded it.
 	Tracing trace.TracerProvider
+	// OneAtATime turns live batches off: every event is applied on its own,
+	// under a savepoint, as in careful mode. Not a setting of the service:
+	// the bench measures live batches against it, and tests hold the batches
+	// to it.
+	OneAtATime bool
 
 	mu       sync.Mutex
 	status   map[string]*Status
@@ -333,7 +338,7 @@ func (r *Runner) router(p Projection) (*message.Router, func() error, error) {
 	}
 	wake, unwake := r.listener.wake(p.Name, types)
 	var mode *batchMode // nil: every event on its own
-	if batchable(p) {
+	if batchable(p) && !r.OneAtATime {
 		mode = &batchMode{}
 	}
 	var draining atomic.Pointer[drainingSubscriber]

@@ -39,7 +39,7 @@ import (
 var (
 	duration   = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
 	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
-	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), crud (POST /agents vs a plain CRUD server), practice, list (the session list and its baselines; practice includes it), stream, esdb, knowledge, privacy, sealing (POST /agents and a replay, sealed vs clear) or replay")
+	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), crud (POST /agents vs a plain CRUD server), practice, list (the session list and its baselines; practice includes it), stream, esdb, knowledge, privacy, sealing (POST /agents and a replay, sealed vs clear), paths (live batches and replay loaders, each on and off) or replay")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
@@ -124,6 +124,11 @@ func run() error {
 	}
 	if want("sealing") {
 		if err := sealedWholeBench(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("paths") {
+		if err := pathsBench(ctx, base); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,11 +160,24 @@ func (Offsets) SchemaInitializingQueries(wsql.OffsetsSchemaInitializingQueriesPa
 	return nil, nil
 }
 
-// AckMessageQuery stores the offset and notifies (delivered at commit).
+// AckMessageQuery stores the offset and notifies (delivered at commit). It
+// also tells the poll's transaction what the update acknowledges, when that
+// transaction wants to know (an AckReceiver: a projection's live batch).
+// watermill-sql gives an offsets adapter no transaction, but the acked
+// messages carry the poll's in their context (its public TxFromContext):
+// the same transaction the update is then executed in.
 func (Offsets) AckMessageQuery(params wsql.AckMessageQueryParams) (wsql.Query, error) {
 	txid, ok := params.LastRow.ExtraData["transaction_id"].(wsql.XID8)
 	if !ok {
 		return wsql.Query{}, errors.New("ack: row without transaction id")
+	}
+	pos := eventstore.Position{Commit: uint64(txid), Prepare: uint64(params.LastRow.Offset)}
+	if msg := params.LastRow.Msg; msg != nil {
+		if tx, ok := wsql.TxFromContext(msg.Context()); ok {
+			if r, ok := tx.(AckReceiver); ok {
+				r.Acked(pos)
+			}
+		}
 	}
 	return wsql.Query{
 		Query: `WITH ack AS (
@@ -177,22 +189,16 @@ func (Offsets) AckMessageQuery(params wsql.AckMessageQueryParams) (wsql.Query, e
 			RETURNING 1)
 		SELECT pg_notify('` + PositionsChannel + `', $4) FROM ack`,
 		Args: []any{params.LastRow.Offset, strconv.FormatUint(uint64(txid), 10), params.ConsumerGroup,
-			AckedPosition{Group: params.ConsumerGroup, Position: eventstore.Position{Commit: uint64(txid), Prepare: uint64(params.LastRow.Offset)}}},
+			params.ConsumerGroup + " " + pos.String()},
 	}, nil
 }
 
-// AckedPosition is the argument of the offset's update (AckMessageQuery)
-// that says what it acknowledges: the projection's poll transaction finds it
-// among the statement's arguments by its type, instead of reading meaning
-// into the positions of the others. It is sent as the notification's
-// payload, "<group> <position>".
-type AckedPosition struct {
-	Group    string
-	Position eventstore.Position
+// AckReceiver is a poll transaction told, by AckMessageQuery, the position
+// the offset's update it is about to execute acknowledges: the last message
+// watermill-sql counted as acked.
+type AckReceiver interface {
+	Acked(pos eventstore.Position)
 }
-
-// Value implements driver.Valuer.
-func (a AckedPosition) Value() (driver.Value, error) { return a.Group + " " + a.Position.String(), nil }
 
 // DecodeMetadata reads the event metadata JSON a message carries.
 func DecodeMetadata(msg *message.Message, into any) error {
