@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,7 +29,7 @@ type Keys struct {
 }
 
 type cachedKey struct {
-	aead    cipher.AEAD
+	aead    cipher.AEAD // nil: erased (a tombstone, which never changes)
 	fetched time.Time
 }
 
@@ -63,6 +64,9 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 	k.mu.Lock()
 	c, ok := k.cache[subject]
 	k.mu.Unlock()
+	if ok && c.aead == nil {
+		return nil, ErrErased
+	}
 	if ok && k.now().Sub(c.fetched) < CacheTTL {
 		return c.aead, nil
 	}
@@ -91,13 +95,65 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 	if err != nil {
 		return nil, err
 	}
+	k.remember(subject, aead)
+	return aead, nil
+}
+
+func (k *Keys) remember(subject string, aead cipher.AEAD) {
 	k.mu.Lock()
 	if len(k.cache) >= maxCached {
 		k.cache = map[string]cachedKey{}
 	}
 	k.cache[subject] = cachedKey{aead: aead, fetched: k.now()}
 	k.mu.Unlock()
-	return aead, nil
+}
+
+// Prefetch loads the keys of subjects that are not cached, in one statement:
+// a reader of a page of events (a replay, an export) asks once per page, not
+// once per subject.
+func (k *Keys) Prefetch(ctx context.Context, subjects []string) error {
+	now := k.now()
+	var missing []string
+	k.mu.Lock()
+	for _, s := range subjects {
+		if c, ok := k.cache[s]; (!ok || now.Sub(c.fetched) >= CacheTTL && c.aead != nil) && !slices.Contains(missing, s) {
+			missing = append(missing, s)
+		}
+	}
+	k.mu.Unlock()
+	if len(missing) == 0 {
+		return nil
+	}
+	rows, err := k.db.Query(ctx, `SELECT subject, wrapped FROM subject_keys WHERE subject = ANY($1)`, missing)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	n := k.master.NonceSize()
+	for rows.Next() {
+		var subject string
+		var wrapped []byte
+		if err := rows.Scan(&subject, &wrapped); err != nil {
+			return err
+		}
+		if wrapped == nil {
+			k.remember(subject, nil) // erased
+			continue
+		}
+		if len(wrapped) < n {
+			continue // Key says what is wrong
+		}
+		raw, err := k.master.Open(nil, wrapped[:n], wrapped[n:], []byte(subject))
+		if err != nil {
+			continue // Key says what is wrong
+		}
+		aead, err := newAEAD(raw)
+		if err != nil {
+			return err
+		}
+		k.remember(subject, aead)
+	}
+	return rows.Err()
 }
 
 // load returns the subject's wrapped key: nil once erased.

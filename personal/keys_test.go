@@ -5,10 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
+	"lectern/eventstore"
 	"lectern/personal"
 	"lectern/pgtest"
 )
@@ -71,5 +73,51 @@ func TestKeysInPostgreSQL(t *testing.T) {
 	}
 	if _, err := personal.NewKeys(db, master[:16]); err == nil {
 		t.Error("a 16-byte master key was accepted")
+	}
+}
+
+// A page of events needs its keys in one statement: after Prefetch, opening
+// the page asks the database nothing (its pool is closed), erased subjects
+// included.
+func TestPrefetchLoadsAPageOfKeys(t *testing.T) {
+	ctx := context.Background()
+	db, _, err := pgtest.NewDatabase(ctx, pgtest.URL(t)) // closed below
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := masterKey(t)
+	writer, _ := personal.NewKeys(db, master)
+	sealer := personal.NewSealer(writer)
+	var page []eventstore.RecordedEvent
+	for id := int64(1); id <= 5; id++ {
+		data, err := sealer.Seal(ctx, "user.signed_up", json.RawMessage(fmt.Sprintf(`{"user_id":%d,"email":"u%d@example.com","name":"U"}`, id, id)), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page = append(page, eventstore.RecordedEvent{Type: "user.signed_up", Data: data})
+	}
+	page = append(page, eventstore.RecordedEvent{Type: "class.created", Data: json.RawMessage(`{"class_id":1}`)})
+	if err := writer.Erase(ctx, "user-3"); err != nil {
+		t.Fatal(err)
+	}
+
+	reader, _ := personal.NewKeys(db, master) // another process: nothing cached
+	if err := personal.NewSealer(reader).Prefetch(ctx, page); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	opener := personal.NewSealer(reader)
+	for i, ev := range page[:5] {
+		opened, err := opener.Open(ctx, ev.Type, ev.Data)
+		if err != nil {
+			t.Fatalf("event %d after Prefetch, with the database closed: %v", i+1, err)
+		}
+		want := fmt.Sprintf("u%d@example.com", i+1)
+		if i+1 == 3 {
+			want = "erased-user-3@erased.invalid"
+		}
+		if !strings.Contains(string(opened), want) {
+			t.Errorf("event %d opened to %s, want %s in it", i+1, opened, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"strconv"
+	"strings"
 )
 
 // The byte-level path: most event types keep their personal fields at the
@@ -125,10 +126,12 @@ func delimiter(c byte) bool {
 	return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
-// topLevel reports whether every personal field of r is a top-level member.
-func (r rule) topLevel() bool {
+// scannable reports whether the byte-level path can take every personal
+// field of r: top-level members, and members one level down (of an object,
+// or of each element of an array).
+func (r rule) scannable() bool {
 	for _, f := range r.fields {
-		if len(f.path) != 1 || bytes.HasSuffix([]byte(f.path[0]), []byte("[]")) {
+		if len(f.path) > 2 || len(f.path) == 1 && strings.HasSuffix(f.path[0], "[]") {
 			return false
 		}
 	}
@@ -138,11 +141,145 @@ func (r rule) topLevel() bool {
 // fieldOf returns r's top-level field named key.
 func (r rule) fieldOf(key []byte) (field, bool) {
 	for _, f := range r.fields {
-		if f.path[0] == string(key) {
+		if len(f.path) == 1 && f.path[0] == string(key) {
 			return f, true
 		}
 	}
 	return field{}, false
+}
+
+// nestedUnder returns r's fields one level below the top-level member key.
+func (r rule) nestedUnder(key []byte) []field {
+	var out []field
+	for _, f := range r.fields {
+		if len(f.path) == 2 && strings.TrimSuffix(f.path[0], "[]") == string(key) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// elements splits the JSON array data, or reports false.
+func elements(data []byte) ([][]byte, bool) {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '[' {
+		return nil, false
+	}
+	var out [][]byte
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return out, skipSpace(data, i+1) == len(data)
+	}
+	for {
+		end := valueEnd(data, i)
+		if end < 0 {
+			return nil, false
+		}
+		out = append(out, data[i:end])
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return nil, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return out, skipSpace(data, i+1) == len(data)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// replaceMember returns the object obj with its member key's value given by
+// with (the old value in, the new one out), and the old value (nil when obj
+// has no such member: then obj is returned as it is).
+func replaceMember(obj []byte, key string, with func(old []byte) []byte) (out, old []byte, ok bool) {
+	ms, ok := members(obj, nil)
+	if !ok {
+		return nil, nil, false
+	}
+	found := false
+	out = make([]byte, 1, len(obj)+32)
+	out[0] = '{'
+	for _, m := range ms {
+		v := m.value
+		if string(m.key) == key {
+			found, old = true, m.value
+			v = with(m.value)
+		}
+		out = appendMember(out, m.key, v)
+	}
+	if !found {
+		return obj, nil, true
+	}
+	return append(out, '}'), old, true
+}
+
+// takeNested replaces f (one level below the top) in value, the top-level
+// member's value, by its placeholder: it returns the new value and what was
+// taken (for an array, the array of each element's value; nil for nothing).
+func takeNested(value []byte, f field, placeholder []byte) (out, taken []byte, ok bool) {
+	if string(value) == "null" {
+		return value, nil, true
+	}
+	leaf := f.path[1]
+	if !strings.HasSuffix(f.path[0], "[]") {
+		return replaceMember(value, leaf, func([]byte) []byte { return placeholder })
+	}
+	elems, ok := elements(value)
+	if !ok {
+		return nil, nil, false
+	}
+	out = append(make([]byte, 0, len(value)+32), '[')
+	taken = append(make([]byte, 0, 64), '[')
+	for i, el := range elems {
+		newEl, v, ok := replaceMember(el, leaf, func([]byte) []byte { return placeholder })
+		if !ok {
+			return nil, nil, false
+		}
+		if v == nil {
+			v = []byte("null")
+		}
+		if i > 0 {
+			out, taken = append(out, ','), append(taken, ',')
+		}
+		out, taken = append(out, newEl...), append(taken, v...)
+	}
+	return append(out, ']'), append(taken, ']'), true
+}
+
+// putNested sets f (one level below the top) in value to sealed, as
+// takeNested took it.
+func putNested(value []byte, f field, sealed []byte) ([]byte, bool) {
+	if string(value) == "null" {
+		return value, true
+	}
+	leaf := f.path[1]
+	if !strings.HasSuffix(f.path[0], "[]") {
+		out, _, ok := replaceMember(value, leaf, func([]byte) []byte { return sealed })
+		return out, ok
+	}
+	elems, ok := elements(value)
+	if !ok {
+		return nil, false
+	}
+	vals, ok := elements(sealed)
+	if !ok || len(vals) != len(elems) {
+		return nil, false
+	}
+	out := append(make([]byte, 0, len(value)+len(sealed)), '[')
+	for i, el := range elems {
+		newEl, _, ok := replaceMember(el, leaf, func([]byte) []byte { return vals[i] })
+		if !ok {
+			return nil, false
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, newEl...)
+	}
+	return append(out, ']'), true
 }
 
 // subjectOf is subject over scanned members.

@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	gojson "github.com/goccy/go-json"
+
+	"lectern/eventstore"
 )
 
 // piiMember is the member of a sealed event's data that holds its personal
@@ -81,9 +83,11 @@ func (s *Sealer) Seal(ctx context.Context, eventType string, data json.RawMessag
 	if !ok {
 		return data, nil
 	}
-	if r.topLevel() {
+	if r.scannable() {
 		if ms, ok := members(data, make([]member, 0, 16)); ok {
-			return s.sealMembers(ctx, eventType, r, data, ms, actor)
+			if out, ok, err := s.sealMembers(ctx, eventType, r, data, ms, actor); ok || err != nil {
+				return out, err
+			}
 		}
 	}
 	return s.sealGeneral(ctx, eventType, r, data, actor)
@@ -149,9 +153,11 @@ func (s *Sealer) Open(ctx context.Context, eventType string, data json.RawMessag
 	if !ok || !Sealed(eventType, data) {
 		return data, nil
 	}
-	if r.topLevel() {
+	if r.scannable() {
 		if ms, ok := members(data, make([]member, 0, 16)); ok {
-			return s.openMembers(ctx, eventType, r, ms)
+			if out, ok, err := s.openMembers(ctx, eventType, r, ms); ok || err != nil {
+				return out, err
+			}
 		}
 	}
 	return s.openGeneral(ctx, eventType, r, data)
@@ -203,50 +209,62 @@ func (s *Sealer) openGeneral(ctx context.Context, eventType string, r rule, data
 
 func additional(eventType, subject string) []byte { return []byte(eventType + "\x00" + subject) }
 
-// sealMembers is Seal over the scanned top-level members of data, for a rule
-// whose personal fields are all top-level.
-func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data []byte, ms []member, actor int64) (json.RawMessage, error) {
+// sealMembers is Seal over the scanned top-level members of data, for a
+// scannable rule; false when a member's value is not what the scan expects
+// (the general path then takes the event).
+func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data []byte, ms []member, actor int64) (json.RawMessage, bool, error) {
 	for _, m := range ms {
 		if string(m.key) == piiMember {
-			return data, nil
+			return data, true, nil
 		}
 	}
 	subject := r.subjectOf(ms, actor)
 	if subject == "" {
-		return data, nil
+		return data, true, nil
 	}
 	plain := make([]byte, 1, len(data))
 	plain[0] = '{'
 	out := make([]byte, 1, len(data)+128)
 	out[0] = '{'
 	for _, m := range ms {
-		f, personal := r.fieldOf(m.key)
-		if !personal {
-			out = appendMember(out, m.key, m.value)
+		if f, personal := r.fieldOf(m.key); personal {
+			plain = appendMember(plain, m.key, m.value)
+			out = appendMember(out, m.key, f.placeholder(subject))
 			continue
 		}
-		plain = appendMember(plain, m.key, m.value)
-		out = appendMember(out, m.key, f.placeholder(subject))
+		v := m.value
+		for _, f := range r.nestedUnder(m.key) {
+			var taken []byte
+			var ok bool
+			if v, taken, ok = takeNested(v, f, f.placeholder(subject)); !ok {
+				return nil, false, nil
+			}
+			if taken != nil {
+				plain = appendMember(plain, []byte(f.name()), taken)
+			}
+		}
+		out = appendMember(out, m.key, v)
 	}
 	plain = append(plain, '}')
 	aead, err := s.keys.Key(ctx, subject, true)
 	if err != nil {
-		return nil, fmt.Errorf("personal: seal %s: %w", eventType, err)
+		return nil, false, fmt.Errorf("personal: seal %s: %w", eventType, err)
 	}
 	n := aead.NonceSize()
 	sealed := make([]byte, n, n+len(plain)+aead.Overhead())
 	if _, err := rand.Read(sealed); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	sealed = aead.Seal(sealed, sealed, plain, additional(eventType, subject))
 	out = appendMember(out, []byte(piiMember), nil)
 	out = appendEnvelope(out, subject, sealed)
-	return append(out, '}'), nil
+	return append(out, '}'), true, nil
 }
 
 // openMembers is Open over the scanned top-level members of sealed data,
-// for a rule whose personal fields are all top-level.
-func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms []member) (json.RawMessage, error) {
+// for a scannable rule; false when a member's value is not what the scan
+// expects (the general path then takes the event).
+func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms []member) (json.RawMessage, bool, error) {
 	var raw []byte
 	for _, m := range ms {
 		if string(m.key) == piiMember {
@@ -257,27 +275,35 @@ func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms [
 	if raw != nil {
 		var env envelope
 		if err := gojson.Unmarshal(raw, &env); err != nil {
-			return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+			return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 		}
 		aead, err := s.keys.Key(ctx, env.Subject, false)
 		switch {
 		case errors.Is(err, ErrErased): // the placeholders stand
 		case err != nil:
-			return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+			return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 		default:
 			n := aead.NonceSize()
 			if len(env.Sealed) < n {
-				return nil, fmt.Errorf("personal: open %s: sealed values too short", eventType)
+				return nil, false, fmt.Errorf("personal: open %s: sealed values too short", eventType)
 			}
 			plain, err := aead.Open(nil, env.Sealed[:n], env.Sealed[n:], additional(eventType, env.Subject))
 			if err != nil {
-				return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
+				return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 			}
 			var ok bool
 			if values, ok = members(plain, make([]member, 0, len(r.fields))); !ok {
-				return nil, fmt.Errorf("personal: open %s: sealed values are not a JSON object", eventType)
+				return nil, false, nil
 			}
 		}
+	}
+	sealedValue := func(name string) []byte {
+		for _, v := range values {
+			if string(v.key) == name {
+				return v.value
+			}
+		}
+		return nil
 	}
 	out := make([]byte, 1, len(ms)*16+64)
 	out[0] = '{'
@@ -286,14 +312,65 @@ func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms [
 			continue
 		}
 		v := m.value
-		if _, personal := r.fieldOf(m.key); personal {
-			for _, sealed := range values {
-				if string(sealed.key) == string(m.key) {
-					v = sealed.value
+		if f, personal := r.fieldOf(m.key); personal {
+			if sv := sealedValue(f.name()); sv != nil {
+				v = sv
+			}
+		} else {
+			for _, f := range r.nestedUnder(m.key) {
+				sv := sealedValue(f.name())
+				if sv == nil {
+					continue
+				}
+				var ok bool
+				if v, ok = putNested(v, f, sv); !ok {
+					return nil, false, nil
 				}
 			}
 		}
 		out = appendMember(out, m.key, v)
 	}
-	return append(out, '}'), nil
+	return append(out, '}'), true, nil
+}
+
+// Prefetcher is a KeySource that loads many subjects' keys at once.
+type Prefetcher interface {
+	Prefetch(ctx context.Context, subjects []string) error
+}
+
+// Prefetch loads, in one go, the keys that opening evs will need.
+func (s *Sealer) Prefetch(ctx context.Context, evs []eventstore.RecordedEvent) error {
+	p, ok := s.keys.(Prefetcher)
+	if !ok {
+		return nil
+	}
+	var subjects []string
+	ms := make([]member, 0, 16)
+	for _, ev := range evs {
+		if !Sealed(ev.Type, ev.Data) {
+			continue
+		}
+		var ok bool
+		if ms, ok = members(ev.Data, ms[:0]); !ok {
+			continue // Open goes the general way, and asks for its key itself
+		}
+		for _, m := range ms {
+			if string(m.key) != piiMember {
+				continue
+			}
+			env, ok := members(m.value, nil)
+			if !ok {
+				break
+			}
+			for _, e := range env {
+				if string(e.key) == "sub" && len(e.value) > 2 {
+					subjects = append(subjects, string(e.value[1:len(e.value)-1]))
+				}
+			}
+		}
+	}
+	if len(subjects) == 0 {
+		return nil
+	}
+	return p.Prefetch(ctx, subjects)
 }

@@ -67,6 +67,11 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 }
 
 func (s *Store) open(ctx context.Context, evs []eventstore.RecordedEvent) error {
+	if len(evs) > 1 {
+		if err := s.sealer.Prefetch(ctx, evs); err != nil {
+			return err
+		}
+	}
 	for i := range evs {
 		data, err := s.sealer.Open(ctx, evs[i].Type, evs[i].Data)
 		if err != nil {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"lectern/eventstore"
+	"lectern/personal"
 	"lectern/projections"
 )
 
@@ -21,11 +23,20 @@ func NewReplayer(ctx context.Context, cfg Config) (*projections.Replayer, func()
 	if err != nil {
 		return nil, nil, err
 	}
+	// Sealed events are opened by the store, a page at a time, so that each
+	// page's keys come in one statement (the registry then finds nothing
+	// sealed left to open).
+	opened := func(s eventstore.Store) eventstore.Store {
+		if sealer == nil {
+			return s
+		}
+		return personal.NewStore(s, sealer)
+	}
 	if es != nil {
-		r.Store, r.Checkpoints = es, projections.ESDBCheckpoints{}
+		r.Store, r.Checkpoints = opened(es), projections.ESDBCheckpoints{}
 		return r, func() { _ = es.Close() }, nil
 	}
-	r.Store, r.Checkpoints = pg, projections.PostgresCheckpoints{}
+	r.Store, r.Checkpoints = opened(pg), projections.PostgresCheckpoints{}
 	r.Total = func(ctx context.Context) (int64, error) {
 		var n int64
 		err := cfg.Pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&n)
