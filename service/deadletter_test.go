@@ -50,7 +50,7 @@ func TestPoisonEventIsReportedAndSkipped(t *testing.T) {
 		t.Fatalf("dead letters %+v, %v", letters, err)
 	}
 
-	if err := projections.ResolveDeadLetter(ctx, pool, projections.AgentsProjection, poison.String(), projections.DeadLetterSkip); err != nil {
+	if err := projections.ResolveDeadLetter(ctx, pool, projections.AgentsProjection, poison.String(), projections.DeadLetterSkip, "test"); err != nil {
 		t.Fatal(err)
 	}
 	poll.Must(t, 30*time.Second, "/readyz 200 after the skip", func() bool { status, _ := ready(); return status == http.StatusOK })
