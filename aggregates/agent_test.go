@@ -205,4 +205,17 @@ func TestUserDecisions(t *testing.T) {
 		_, err := aggregates.DecideGrantRole(given(aggregates.EvolveUser, signedUp, events.UserErased{UserID: 1, Actor: 1}), "admin")
 		checkErr(t, err, derrors.ErrNotFound)
 	})
+	t.Run("a password change records no secret", func(t *testing.T) {
+		got, err := aggregates.DecideChangePassword(given(aggregates.EvolveUser, signedUp))
+		checkErr(t, err, nil)
+		if diff := cmp.Diff([]events.Event{events.UserPasswordChanged{UserID: 1}}, got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a missing or erased user changes no password", func(t *testing.T) {
+		_, err := aggregates.DecideChangePassword(aggregates.User{})
+		checkErr(t, err, derrors.ErrNotFound)
+		_, err = aggregates.DecideChangePassword(given(aggregates.EvolveUser, signedUp, events.UserErased{UserID: 1, Actor: 1}))
+		checkErr(t, err, derrors.ErrNotFound)
+	})
 }

@@ -87,6 +87,16 @@ func DecideGrantRole(u User, role string) ([]events.Event, error) {
 	return []events.Event{events.UserRoleGranted{UserID: u.ID, Role: role}}, nil
 }
 
+// DecideChangePassword records a password change. The command handler
+// checks the current password and stores the new hash before deciding: no
+// secret enters the event.
+func DecideChangePassword(u User) ([]events.Event, error) {
+	if !u.Exists() || u.Erased {
+		return nil, derrors.New(derrors.ErrNotFound, "User not found")
+	}
+	return []events.Event{events.UserPasswordChanged{UserID: u.ID}}, nil
+}
+
 // DecideErase records that the user's personal data was erased, by actor
 // (the user, or an admin). Erasing an erased user records nothing again.
 func DecideErase(u User, actor int64) ([]events.Event, error) {

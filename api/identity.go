@@ -24,6 +24,11 @@ var (
 		emailField, reqString("password", 128),
 	}}
 	refreshBody = validation.Schema{Fields: []validation.Field{reqString("refresh_token", 256)}}
+	// The new password has sign-up's bounds.
+	changePasswordBody = validation.Schema{Fields: []validation.Field{
+		reqString("current_password", 128),
+		{Name: "new_password", Kind: validation.String, Required: true, MinLength: 8, MaxLength: 128},
+	}}
 )
 
 type tokensJSON struct {
@@ -115,6 +120,18 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, in input) error 
 	if err != nil {
 		return err
 	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, in input) error {
+	current, _ := in.body.String("current_password")
+	next, _ := in.body.String("new_password")
+	res, err := s.deps.Identity.ChangePassword(r.Context(), in.user.UserID, current, next, s.clientAddr(r), in.user.Session)
+	if err != nil {
+		return err
+	}
+	s.settle(w, r, res) // no read model shows a password
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -86,9 +86,10 @@ func knowledgeComponents() schema {
 		"KnowledgeDocumentList": listOf("KnowledgeDocument"),
 		"KnowledgeSearchSettings": object(schema{
 			"knowledge_id": integer(), "top_k": integer(),
-			// The seed's pattern ^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$ without its
-			// look-ahead, which RE2-based validators cannot compile.
-			"min_score":  schema{"type": "string", "pattern": `^[+-]?(\d+\.?\d*|\.\d+)$`},
+			// Seed 2.11: a decimal string in a response; the request takes a
+			// number or such a string (updateKnowledgeSettingsBody), so a
+			// client can send back the value it read.
+			"min_score":  validation.DecimalString(),
 			"score_type": str(), "reranker_enabled": boolean(), "reranker_model": nullable(str()), "reranker_top_n": integer(),
 			"created_at": dateTime(), "updated_at": dateTime(),
 		}, "knowledge_id", "top_k", "min_score", "score_type", "reranker_enabled", "reranker_top_n", "created_at", "updated_at"),

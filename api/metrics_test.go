@@ -1,10 +1,16 @@
 package api_test
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"lectern/poll"
 )
 
 // The service's metrics handler serves the Prometheus exposition: requests
@@ -40,6 +46,8 @@ func TestMetrics(t *testing.T) {
 		`lectern_projection_lag_events{projection="`,
 		`lectern_projection_lag_seconds{projection="`,
 		`lectern_projection_skipped_events_total{projection="`,
+		`lectern_commands_version_conflicts_total{outcome="retried"} `,
+		`lectern_commands_version_conflicts_total{outcome="gave_up"} `,
 		`lectern_db_pool_acquired_conns{pool="main"} `,
 		`lectern_db_pool_max_conns{pool="projections"} `,
 		`lectern_db_pool_acquire_wait_seconds_total{pool="main"} `,
@@ -57,4 +65,49 @@ func TestMetrics(t *testing.T) {
 	if _, ok := e.doc.Paths["/metrics"]; ok {
 		t.Error("/metrics is in the OpenAPI document")
 	}
+}
+
+// metricValue reads one sample of the service's exposition; 0 when absent.
+func metricValue(t *testing.T, e *env, sample string) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	e.svc.Metrics.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// Concurrent edits of one agent race for its stream's version: the losers
+// retry, and the service counts those retries.
+func TestMetricsCountVersionConflicts(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	path := agentPath(e.createAgent(t, u.Access, map[string]any{"name": "Raced", "system_prompt": "p"}), t)
+	const retried = `lectern_commands_version_conflicts_total{outcome="retried"}`
+	before := metricValue(t, e, retried)
+	round := 0
+	poll.Must(t, 60*time.Second, "a version conflict counted as retried", func() bool {
+		round++
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res := e.send(t, "PATCH", path, map[string]any{"system_prompt": fmt.Sprintf("round %d writer %d", round, i)}, u.Access)
+				if res.Status != http.StatusOK && res.Status != http.StatusConflict {
+					t.Errorf("%s: want 200, or 409 after every retry lost", res)
+				}
+			}()
+		}
+		wg.Wait()
+		return metricValue(t, e, retried) > before
+	})
 }

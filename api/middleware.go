@@ -196,6 +196,9 @@ const StatusClientClosedRequest = 499
 type Principal struct {
 	UserID int64
 	Roles  []string
+	// Session is the login session (refresh-token family) of the caller's
+	// access token; uuid.Nil when the token names none.
+	Session uuid.UUID
 }
 
 // HasRole reports whether the caller holds role.
@@ -238,7 +241,8 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 		return nil, errBadCredentials
 	}
 	if s.deps.SkipSessionCheck {
-		return &Principal{UserID: claims.UserID, Roles: claims.Roles}, nil
+		session, _ := uuid.Parse(claims.Session) // uuid.Nil if none
+		return &Principal{UserID: claims.UserID, Roles: claims.Roles, Session: session}, nil
 	}
 	session, err := uuid.Parse(claims.Session)
 	if err != nil {
@@ -258,5 +262,5 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 		// roles the token was issued with are the user's.
 		roles = claims.Roles
 	}
-	return &Principal{UserID: claims.UserID, Roles: roles}, nil
+	return &Principal{UserID: claims.UserID, Roles: roles, Session: session}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -156,4 +157,49 @@ func TestDocsPageWorksOffline(t *testing.T) {
 			}
 		}
 	}
+}
+
+// min_score (seed 2.11) is a decimal string in a response and a number or
+// such a string in a request: the two schemas agree, so a generated client
+// can send back the value it read.
+func TestOpenAPIMinScoreRoundTrips(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	const path = "#/paths/~1user~1document~1{knowledge_id}~1settings~1search/patch"
+	request := path + "/requestBody/content/application~1json/schema/properties/min_score"
+	response := "#/components/schemas/KnowledgeSearchSettings/properties/min_score"
+	check := func(pointer, value string, want bool) {
+		t.Helper()
+		s, err := e.doc.schema(pointer)
+		if err != nil {
+			t.Fatalf("%s: %v", pointer, err)
+		}
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Validate(inst) == nil; got != want {
+			t.Errorf("%s accepts %s: %v, want %v", pointer, value, got, want)
+		}
+	}
+	for value, want := range map[string]bool{
+		`0.25`: true, `0`: true, `1`: true, `"0.25"`: true, `".5"`: true, `"1"`: true, `null`: true,
+		`1.5`: false, `-0.1`: false, `"abc"`: false, `""`: false, `"."`: false, `true`: false, `[]`: false,
+	} {
+		check(request, value, want)
+	}
+	for value, want := range map[string]bool{`"0.25"`: true, `"0.0"`: true, `0.25`: false, `null`: false, `"x"`: false} {
+		check(response, value, want)
+	}
+
+	// What the service answers fits both.
+	u := e.signUp(t)
+	id := num(t, e.uploadDocument(t, u.Access, "Notes", cellText), "knowledge_id")
+	res := e.do(t, "PATCH", documentPath(id)+"/settings/search", map[string]any{"min_score": 0.125}, u.Access)
+	wantStatus(t, res, http.StatusOK)
+	sent := strconv.Quote(str(t, res, "min_score"))
+	check(response, sent, true)
+	check(request, sent, true)
+	wantStatus(t, e.do(t, "PATCH", documentPath(id)+"/settings/search", map[string]any{"min_score": str(t, res, "min_score")}, u.Access),
+		http.StatusOK)
 }

@@ -461,3 +461,75 @@ func (i *Identity) Logout(ctx context.Context, token string) error {
 		WHERE revoked_at IS NULL AND family_id = (SELECT family_id FROM refresh_tokens WHERE token_hash = $1)`, auth.HashSecret(token))
 	return err
 }
+
+// ErrWrongPassword: a password that confirms an action (a password change)
+// is not the account's.
+var ErrWrongPassword = derrors.New(derrors.ErrForbidden, "The password is not correct")
+
+// ChangePassword replaces userID's password once current proves it is the
+// person, not a stolen token. current is checked as a login's password is,
+// under the login's rate limits for the account and addr. The new hash goes
+// to the credentials; user.password_changed, which holds no secret, records
+// the change. Every refresh-token family of the user but keep (the caller's
+// session; uuid.Nil: none) is revoked, which ends the other sessions and
+// their access tokens.
+func (i *Identity) ChangePassword(ctx context.Context, userID int64, current, next, addr string, keep uuid.UUID) (Result, error) {
+	if err := i.limitAddress(ctx, "login", addr); err != nil {
+		return Result{}, err
+	}
+	stream := eventstore.StreamName(events.CategoryUser, userID)
+	user, _, _, err := load(ctx, i.d, stream, aggregates.EvolveUser)
+	if err != nil {
+		return Result{}, err
+	}
+	if !user.Exists() || user.Erased {
+		return Result{}, errBadRefresh // a valid signature for an account that is gone
+	}
+	email := NormalizeEmail(user.Email)
+	attempt, err := i.takeAttempt(ctx, "login", email, addr, func() bool { return i.knownAddress(ctx, email, addr) })
+	if err != nil {
+		return Result{}, err
+	}
+	old, err := i.passwordHash(ctx, userID)
+	if err != nil {
+		return Result{}, err
+	}
+	ok, err := auth.VerifyPassword(old, current)
+	if err != nil {
+		return Result{}, err
+	}
+	if !ok {
+		return Result{}, ErrWrongPassword
+	}
+	i.loggedIn(ctx, attempt, email, addr)
+	hash, err := auth.HashPassword(next)
+	if err != nil {
+		return Result{}, err
+	}
+	// Compare-and-set on the hash the current password matched: of two
+	// changes racing with the same current password, one wins.
+	tag, err := i.d.DB.Exec(ctx, `UPDATE credentials SET password_hash = $2, updated_at = $3 WHERE user_id = $1 AND password_hash = $4`,
+		userID, hash, i.d.Now().UTC(), old)
+	if err != nil {
+		return Result{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		return Result{}, derrors.New(derrors.ErrConflict, "The password was changed by another request; try again")
+	}
+	_, res, err := execute(ctx, i.d, stream, aggregates.EvolveUser, func(u aggregates.User) ([]events.Event, error) {
+		return aggregates.DecideChangePassword(u)
+	})
+	if err != nil {
+		// Not recorded: the old password stands.
+		if _, rerr := i.d.DB.Exec(context.WithoutCancel(ctx), `UPDATE credentials SET password_hash = $2 WHERE user_id = $1 AND password_hash = $3`,
+			userID, old, hash); rerr != nil {
+			i.logger.Error("restore a password whose change was not recorded", "user_id", userID, "error", rerr)
+		}
+		return Result{}, err
+	}
+	if _, err := i.d.DB.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND family_id <> $2 AND revoked_at IS NULL`,
+		userID, keep); err != nil {
+		return res, err
+	}
+	return res, nil
+}

@@ -32,6 +32,17 @@ type Deps struct {
 	DB       *pgxpool.Pool // id sequences, uniqueness claims, operational tables
 	Now      func() time.Time
 	IDs      *Sequences // hands out the id sequences' ids (NewSequences(DB))
+	// Observer, optional, hears of the version conflicts commands meet
+	// (metrics.Metrics).
+	Observer Observer
+}
+
+// Observer hears what a command's run does besides appending.
+type Observer interface {
+	// VersionConflict: a command's append lost a version race; retried
+	// reports whether it decides again, or gives up with a 409 after
+	// maxAttempts.
+	VersionConflict(retried bool)
 }
 
 // Validate reports every missing dependency.
@@ -200,7 +211,11 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 			idem.markAppended()
 		}
 		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
-			if attempt < maxAttempts {
+			retry := attempt < maxAttempts
+			if d.Observer != nil {
+				d.Observer.VersionConflict(retry)
+			}
+			if retry {
 				continue
 			}
 			return state, Result{}, derrors.New(derrors.ErrConflict, "The resource was changed by another request; try again")

@@ -107,6 +107,7 @@ func NewRegistry() *Registry {
 	r.RegisterUpcaster("knowledge.document_uploaded", 1, addressContent)
 	register[UserRoleGranted](r)
 	register[UserErased](r)
+	register[UserPasswordChanged](r)
 	register[AgentCreated](r)
 	register[AgentUpdated](r)
 	registerOrganisations(r)

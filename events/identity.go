@@ -52,6 +52,19 @@ func (UserErased) EventType() string { return "user.erased" }
 // SchemaVersion implements Event.
 func (UserErased) SchemaVersion() int { return 1 }
 
+// UserPasswordChanged: a user changed their password. It holds neither the
+// password nor its hash (the credentials table holds the hash): the history
+// records that and when it changed, never a secret.
+type UserPasswordChanged struct {
+	UserID int64 `json:"user_id"`
+}
+
+// EventType implements Event.
+func (UserPasswordChanged) EventType() string { return "user.password_changed" }
+
+// SchemaVersion implements Event.
+func (UserPasswordChanged) SchemaVersion() int { return 1 }
+
 // EventType implements Event.
 func (UserRoleGranted) EventType() string { return "user.role_granted" }
 
@@ -62,4 +75,5 @@ var (
 	_ Event = UserSignedUp{}
 	_ Event = UserRoleGranted{}
 	_ Event = UserErased{}
+	_ Event = UserPasswordChanged{}
 )

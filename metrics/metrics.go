@@ -39,6 +39,7 @@ type Metrics struct {
 	eventsAppended *prometheus.CounterVec
 	appendFailures *prometheus.CounterVec
 	rateLimited    *prometheus.CounterVec
+	conflicts      *prometheus.CounterVec
 
 	modelCalls    *prometheus.CounterVec
 	modelDuration *prometheus.HistogramVec
@@ -76,6 +77,10 @@ func New() *Metrics {
 			Namespace: namespace, Subsystem: "http", Name: "rate_limited_total",
 			Help: "Requests refused by a rate limit (429), by route pattern.",
 		}, []string{"route"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: "commands", Name: "version_conflicts_total",
+			Help: "Commands whose append lost a version race, by outcome: retried (the command decided again) or gave_up (answered 409 after its last attempt).",
+		}, []string{"outcome"}),
 		modelCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Subsystem: "model", Name: "calls_total",
 			Help: "Model calls, by logical model name and outcome (ok, or the error kind).",
@@ -89,8 +94,11 @@ func New() *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.httpRequests, m.httpDuration, m.inFlight, m.eventsAppended, m.appendFailures, m.rateLimited, m.modelCalls, m.modelDuration,
+		m.httpRequests, m.httpDuration, m.inFlight, m.eventsAppended, m.appendFailures, m.rateLimited, m.conflicts, m.modelCalls, m.modelDuration,
 	)
+	// Both outcomes from the start, so a rate over them is 0 rather than absent.
+	m.conflicts.WithLabelValues(ConflictRetried)
+	m.conflicts.WithLabelValues(ConflictGaveUp)
 	return m
 }
 
@@ -164,6 +172,22 @@ func (m *Metrics) observeRequest(r *http.Request, status int, d time.Duration) {
 func (m *Metrics) ObserveModelCall(model, outcome string, d time.Duration) {
 	m.modelCalls.WithLabelValues(model, outcome).Inc()
 	m.modelDuration.WithLabelValues(model, outcome).Observe(d.Seconds())
+}
+
+// Outcomes of a version conflict (lectern_commands_version_conflicts_total).
+const (
+	ConflictRetried = "retried"
+	ConflictGaveUp  = "gave_up"
+)
+
+// VersionConflict counts a command's lost version race: retried, or given up
+// (commands.Observer).
+func (m *Metrics) VersionConflict(retried bool) {
+	outcome := ConflictGaveUp
+	if retried {
+		outcome = ConflictRetried
+	}
+	m.conflicts.WithLabelValues(outcome).Inc()
 }
 
 // EventsAppended counts n events of eventType appended.

@@ -49,6 +49,9 @@ type DeadLetter struct {
 	Status        string
 	FirstFailedAt time.Time
 	UpdatedAt     time.Time
+	// ResolvedBy names the operator who asked for the last retry or skip
+	// (ResolveDeadLetter's actor); "" when none did.
+	ResolvedBy string
 }
 
 // execer is a pool or a transaction.
@@ -88,7 +91,8 @@ func deadLetterStatus(ctx context.Context, db execer, projection, eventID string
 // want an operator (stopped, retry, skip) unless all.
 func ListDeadLetters(ctx context.Context, db *pgxpool.Pool, all bool) ([]DeadLetter, error) {
 	rows, err := db.Query(ctx, `
-		SELECT projection, event_id::text, event_type, stream_id, position, error, failures, status, first_failed_at, updated_at
+		SELECT projection, event_id::text, event_type, stream_id, position, error, failures, status, first_failed_at, updated_at,
+			coalesce(resolved_by, '')
 		FROM projection_dead_letters WHERE $1 OR status IN ('stopped', 'retry', 'skip')
 		ORDER BY updated_at DESC, projection, event_id`, all)
 	if err != nil {
@@ -97,7 +101,7 @@ func ListDeadLetters(ctx context.Context, db *pgxpool.Pool, all bool) ([]DeadLet
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
 		var d DeadLetter
 		err := row.Scan(&d.Projection, &d.EventID, &d.EventType, &d.StreamID, &d.Position, &d.Error, &d.Failures, &d.Status,
-			&d.FirstFailedAt, &d.UpdatedAt)
+			&d.FirstFailedAt, &d.UpdatedAt, &d.ResolvedBy)
 		return d, err
 	})
 }
@@ -107,13 +111,17 @@ var ErrNotStopped = errors.New("no projection is stopped on that event")
 
 // ResolveDeadLetter asks the projection stopped on eventID to try it again
 // (DeadLetterRetry) or to pass over it (DeadLetterSkip); the runner serving
-// the projection restarts it within its OperatorPoll.
-func ResolveDeadLetter(ctx context.Context, db *pgxpool.Pool, projection, eventID, action string) error {
+// the projection restarts it within its OperatorPoll. actor names who asked
+// (recorded as the dead letter's ResolvedBy); it must not be empty.
+func ResolveDeadLetter(ctx context.Context, db *pgxpool.Pool, projection, eventID, action, actor string) error {
 	if action != DeadLetterRetry && action != DeadLetterSkip {
 		return fmt.Errorf("dead letter action %q: want %s or %s", action, DeadLetterRetry, DeadLetterSkip)
 	}
-	tag, err := db.Exec(ctx, `UPDATE projection_dead_letters SET status = $3, updated_at = now()
-		WHERE projection = $1 AND event_id::text = $2 AND status IN ('stopped', 'retry', 'skip')`, projection, eventID, action)
+	if actor == "" {
+		return errors.New("dead letter: who resolves it must be named")
+	}
+	tag, err := db.Exec(ctx, `UPDATE projection_dead_letters SET status = $3, resolved_by = $4, updated_at = now()
+		WHERE projection = $1 AND event_id::text = $2 AND status IN ('stopped', 'retry', 'skip')`, projection, eventID, action, actor)
 	if err != nil {
 		return err
 	}

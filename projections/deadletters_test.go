@@ -88,13 +88,13 @@ func TestOperatorSkipsAPoisonEvent(t *testing.T) {
 		t.Errorf("waiting dead letters: %+v, %v", listed, err)
 	}
 	if err := projections.ResolveDeadLetter(context.Background(), pool, "stopper", "00000000-0000-0000-0000-000000000000",
-		projections.DeadLetterSkip); !errors.Is(err, projections.ErrNotStopped) {
+		projections.DeadLetterSkip, "test"); !errors.Is(err, projections.ErrNotStopped) {
 		t.Errorf("skip of an unknown event: %v, want ErrNotStopped", err)
 	}
-	if err := projections.ResolveDeadLetter(context.Background(), pool, "stopper", d.EventID, "delete"); err == nil {
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "stopper", d.EventID, "delete", "test"); err == nil {
 		t.Error("an unknown action was accepted")
 	}
-	if err := projections.ResolveDeadLetter(context.Background(), pool, "stopper", d.EventID, projections.DeadLetterSkip); err != nil {
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "stopper", d.EventID, projections.DeadLetterSkip, "test"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, l, after, "stopper")
@@ -125,7 +125,7 @@ func TestOperatorRetriesAPoisonEvent(t *testing.T) {
 	d := deadLetter(t, pool, "retrier")
 
 	broken.Store(false) // the fix is deployed
-	if err := projections.ResolveDeadLetter(context.Background(), pool, "retrier", d.EventID, projections.DeadLetterRetry); err != nil {
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "retrier", d.EventID, projections.DeadLetterRetry, "test"); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, l, after, "retrier")

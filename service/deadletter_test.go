@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,13 +45,24 @@ func TestPoisonEventIsReportedAndSkipped(t *testing.T) {
 		status, body := ready()
 		return status == http.StatusServiceUnavailable && strings.Contains(body, want)
 	})
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		svc.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	deadLetters := func(status string, n int) string {
+		return fmt.Sprintf("lectern_projection_dead_letters{projection=%q,status=%q} %d\n", projections.AgentsProjection, status, n)
+	}
+	if body := scrape(); !strings.Contains(body, deadLetters("stopped", 1)) || !strings.Contains(body, deadLetters("skipped", 0)) {
+		t.Errorf("metrics lack %q and %q", deadLetters("stopped", 1), deadLetters("skipped", 0))
+	}
 	letters, err := projections.ListDeadLetters(ctx, pool, false)
 	if err != nil || len(letters) != 1 || letters[0].Projection != projections.AgentsProjection || letters[0].EventID != poison.String() ||
 		letters[0].Status != projections.DeadLetterStopped {
 		t.Fatalf("dead letters %+v, %v", letters, err)
 	}
 
-	if err := projections.ResolveDeadLetter(ctx, pool, projections.AgentsProjection, poison.String(), projections.DeadLetterSkip); err != nil {
+	if err := projections.ResolveDeadLetter(ctx, pool, projections.AgentsProjection, poison.String(), projections.DeadLetterSkip, "test"); err != nil {
 		t.Fatal(err)
 	}
 	poll.Must(t, 30*time.Second, "/readyz 200 after the skip", func() bool { status, _ := ready(); return status == http.StatusOK })
@@ -63,9 +75,13 @@ func TestPoisonEventIsReportedAndSkipped(t *testing.T) {
 		}
 		return len(letters) == 1 && letters[0].Status == projections.DeadLetterSkipped
 	})
-	rec := httptest.NewRecorder()
-	svc.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	if line := `lectern_projection_skipped_events_total{projection="` + projections.AgentsProjection + `"} 1`; !strings.Contains(rec.Body.String(), line) {
+	body := scrape()
+	if line := `lectern_projection_skipped_events_total{projection="` + projections.AgentsProjection + `"} 1`; !strings.Contains(body, line) {
 		t.Errorf("metrics lack %q", line)
+	}
+	for _, line := range []string{deadLetters("stopped", 0), deadLetters("skipped", 1)} {
+		if !strings.Contains(body, line) {
+			t.Errorf("metrics lack %q", line)
+		}
 	}
 }

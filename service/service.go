@@ -312,7 +312,7 @@ func New(cfg Config) (*Service, error) {
 		store = personal.NewStore(store, sealer)
 	}
 	store = metrics.CountingStore(store, m)
-	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now, IDs: commands.NewSequences(cfg.Pool)}
+	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now, IDs: commands.NewSequences(cfg.Pool), Observer: m}
 	cmds, err := commands.New(deps)
 	if err != nil {
 		return nil, err
@@ -397,6 +397,7 @@ func New(cfg Config) (*Service, error) {
 		lagDB = metrics.ESDBLag(es, cfg.Pool) // behind EventStoreDB's, past esdb_checkpoints
 	}
 	m.RegisterProjections(metrics.Projections(statuses, lagDB))
+	m.RegisterDeadLetters(cfg.Pool) // in PostgreSQL whichever the event store
 	m.RegisterPool("main", cfg.Pool)
 	m.RegisterPool("projections", projPool)
 	m.RegisterPool("downstream", downPool)

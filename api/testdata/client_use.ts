@@ -13,4 +13,12 @@ function describe(a: Agent): string {
 }
 declare const created: Created;
 const position: Position = "123-4";
-console.log(body, describe(created), position);
+
+// A client sends back the min_score it read (a decimal string), or a number.
+type Settings = components["schemas"]["KnowledgeSearchSettings"];
+type TuneSettings = NonNullable<paths["/user/document/{knowledge_id}/settings/search"]["patch"]["requestBody"]>["content"]["application/json"];
+declare const settings: Settings;
+const tune: TuneSettings = { min_score: settings.min_score, top_k: settings.top_k };
+const tuneNumber: TuneSettings = { min_score: 0.25 };
+const reset: TuneSettings = { min_score: null };
+console.log(body, describe(created), position, tune, tuneNumber, reset);

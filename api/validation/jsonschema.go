@@ -33,7 +33,6 @@ var jsonTypes = map[Kind][]string{
 	Email:    {"string"},
 	Enum:     {"string"},
 	Literal:  {"string"},
-	Decimal:  {"number", "string"},
 	Date:     {"string"},
 	DateTime: {"string"},
 	Object:   {"object"},
@@ -42,13 +41,48 @@ var jsonTypes = map[Kind][]string{
 
 var jsonFormats = map[Kind]string{Email: "email", Date: "date", DateTime: "date-time"}
 
+// DecimalPattern is the JSON Schema pattern of a decimal written as a string:
+// the pattern pydantic documents for a Decimal,
+// ^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$, without its look-ahead, which RE2-based
+// validators cannot compile. A response writes every decimal this way.
+const DecimalPattern = `^[+-]?(\d+\.?\d*|\.\d+)$`
+
+// DecimalString is the JSON Schema of a decimal as a response writes it: a
+// string in plain notation ("0.25").
+func DecimalString() map[string]any {
+	return map[string]any{"type": "string", "pattern": DecimalPattern}
+}
+
 // JSONSchema describes one field. A nullable field's "type" also lists
 // "null" (and its "enum" also holds null); "title" is derived from the name
 // as pydantic does ("model_names" → "Model Names").
+//
+// A Decimal is pydantic's validation-mode schema of a Decimal: anyOf a
+// number within the bounds, a string of DecimalPattern (DecimalString, the
+// form every response uses, so that a client can send back what it read)
+// and, when nullable, null. JSON Schema's minimum and maximum bind numbers
+// only, so the bounds stand on the number branch; the server checks a
+// string's value against them too.
 func (f Field) JSONSchema() map[string]any {
 	out := map[string]any{}
 	if f.Name != "" {
 		out["title"] = fieldTitle(f.Name)
+	}
+	if f.Kind == Decimal {
+		number := map[string]any{"type": "number"}
+		if f.Ge != nil {
+			number["minimum"] = *f.Ge
+		}
+		if f.Le != nil {
+			number["maximum"] = *f.Le
+		}
+		branches := []any{number, DecimalString()}
+		if f.Nullable {
+			branches = append(branches, map[string]any{"type": "null"})
+		}
+		out["anyOf"] = branches
+		f.describe(out)
+		return out
 	}
 	types := jsonTypes[f.Kind]
 	if f.Nullable {
@@ -76,7 +110,7 @@ func (f Field) JSONSchema() map[string]any {
 			values = append(values, nil)
 		}
 		out["enum"] = values
-	case Int, Float, Decimal:
+	case Int, Float:
 		if f.Ge != nil {
 			out["minimum"] = *f.Ge
 		}
@@ -106,13 +140,18 @@ func (f Field) JSONSchema() map[string]any {
 			out["items"] = map[string]any{}
 		}
 	}
+	f.describe(out)
+	return out
+}
+
+// describe adds the field's documentation: "default" and "description".
+func (f Field) describe(out map[string]any) {
 	if f.Default != nil {
 		out["default"] = f.Default
 	}
 	if f.Description != "" {
 		out["description"] = f.Description
 	}
-	return out
 }
 
 // fieldTitle is pydantic's default title: Python's str.title() with

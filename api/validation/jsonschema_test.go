@@ -34,7 +34,7 @@ func TestSchemaJSONSchema(t *testing.T) {
 		`"meta":{"title":"Meta","type":"object"},` +
 		`"mode":{"default":"balanced","enum":["accurate","balanced"],"title":"Mode","type":"string"},` +
 		`"model_names":{"items":{"maxLength":50,"type":"string"},"title":"Model Names","type":"array"},` +
-		`"price":{"minimum":0,"title":"Price","type":["number","string"]},` +
+		`"price":{"anyOf":[{"minimum":0,"type":"number"},{"pattern":"^[+-]?(\\d+\\.?\\d*|\\.\\d+)$","type":"string"}],"title":"Price"},` +
 		`"query":{"description":"Text to search for.","maxLength":200,"minLength":1,"title":"Query","type":"string"},` +
 		`"score_type":{"const":"cosine_similarity","title":"Score Type","type":"string"},` +
 		`"seen_at":{"format":"date-time","title":"Seen At","type":["string","null"]},` +

@@ -35,10 +35,14 @@ func projectionsCmd() *cobra.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			_, _ = fmt.Fprintln(w, "PROJECTION\tEVENT ID\tTYPE\tSTREAM\tPOSITION\tSTATUS\tFAILURES\tLAST FAILED\tERROR")
+			_, _ = fmt.Fprintln(w, "PROJECTION\tEVENT ID\tTYPE\tSTREAM\tPOSITION\tSTATUS\tFAILURES\tLAST FAILED\tRESOLVED BY\tERROR")
 			for _, d := range letters {
-				_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.Projection, d.EventID, d.EventType, d.StreamID, d.Position,
-					d.Status, d.Failures, d.UpdatedAt.UTC().Format(time.RFC3339), d.Error)
+				by := d.ResolvedBy
+				if by == "" {
+					by = "-"
+				}
+				_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", d.Projection, d.EventID, d.EventType, d.StreamID, d.Position,
+					d.Status, d.Failures, d.UpdatedAt.UTC().Format(time.RFC3339), by, d.Error)
 			}
 			return w.Flush()
 		},
@@ -55,7 +59,8 @@ func projectionsCmd() *cobra.Command {
 					return err
 				}
 				defer pool.Close()
-				if err := projections.ResolveDeadLetter(cmd.Context(), pool, args[0], args[1], action); err != nil {
+				actor := cliActor("projections dead-letters " + action)
+				if err := projections.ResolveDeadLetter(cmd.Context(), pool, args[0], args[1], action, actor); err != nil {
 					return err
 				}
 				fmt.Printf("%s of event %s asked of projection %s; it restarts within a second wherever it runs\n", action, args[1], args[0])

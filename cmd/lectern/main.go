@@ -443,7 +443,7 @@ func usersCmd() *cobra.Command {
 				if lerr != nil {
 					return err
 				}
-				if user, _, err = svc.Identity.GrantRole(cmd.Context(), existing.ID, "admin"); err != nil {
+				if user, _, err = svc.Identity.GrantRole(ctx, existing.ID, "admin"); err != nil {
 					return err
 				}
 			} else if err != nil {
