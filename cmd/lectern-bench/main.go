@@ -39,7 +39,7 @@ import (
 var (
 	duration   = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
 	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
-	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, stream, esdb, knowledge, privacy or replay")
+	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), practice, stream, esdb, knowledge, privacy, replay or export")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
@@ -118,7 +118,12 @@ func run() error {
 		}
 	}
 	if want("replay") {
-		return replayBench(ctx, base)
+		if err := replayBench(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("export") {
+		return exportBench(ctx, base)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/pgtest"
+	"lectern/projections"
 	"lectern/service"
 )
 
@@ -64,8 +65,11 @@ func replayBench(ctx context.Context, base string) error {
 		return err
 	}
 	start = time.Now()
-	results, err := r.Replay(ctx, ps...)
-	if err != nil {
+	var results []projections.ReplayResult
+	if err := profiled("replay.prof", func() (err error) {
+		results, err = r.Replay(ctx, ps...)
+		return err
+	}); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
@@ -85,9 +89,15 @@ func replayBench(ctx context.Context, base string) error {
 // of 10 000: ten events per user (sign-up, an agent created and edited, a
 // few-shot example, a session started with four turns and a settings change).
 func fillLog(ctx context.Context, pool *pgxpool.Pool, n int) error {
+	return fillLogFrom(ctx, pool, 0, n)
+}
+
+// fillLogFrom is fillLog for a log that holds the first have events
+// fillLog writes (a multiple of ten): it writes the next up to n.
+func fillLogFrom(ctx context.Context, pool *pgxpool.Pool, have, n int) error {
 	const perUser, perTx = 10, 10_000
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for first := 0; first < n/perUser; first += perTx / perUser {
+	for first := have / perUser; first < n/perUser; first += perTx / perUser {
 		var rows [][]any
 		for u := first; u < first+perTx/perUser && u < n/perUser; u++ {
 			evs, err := userEvents(int64(u+1), at.Add(time.Duration(u)*time.Second))
