@@ -59,13 +59,18 @@ func exportBench(ctx context.Context, base string) error {
 		}
 		// Rounds alternate the two, so that the machine's drift weighs on both.
 		const rounds = 2
+		cpu := newCPUMeter(ctx, pool)
+		var copyUsed, exportUsed cpuTimes
 		var copyRate, exportRate float64
 		var heap uint64
 		for round := range rounds {
+			t := cpu.now()
 			c, err := copyOut(ctx, pool, n)
 			if err != nil {
 				return err
 			}
+			copyUsed = add(copyUsed, cpu.since(t))
+			t = cpu.now()
 			var e float64
 			var h uint64
 			measure := func() (err error) {
@@ -80,6 +85,7 @@ func exportBench(ctx context.Context, base string) error {
 			if err != nil {
 				return err
 			}
+			exportUsed = add(exportUsed, cpu.since(t))
 			copyRate += c / rounds
 			exportRate += e / rounds
 			heap = max(heap, h)
@@ -94,6 +100,7 @@ func exportBench(ctx context.Context, base string) error {
 		}
 		fmt.Printf("%-10d %12.0f %12.0f %8.2f %8s %12.0f %10.2f %12.0f %8.1f MiB %8.1f MiB   (log written in %s)\n", n, exportRate, copyRate,
 			exportRate/copyRate, ">= 0.80", cliRate, cliRate/copyRate, pagedRate, float64(heap)/(1<<20), rss, fill.Round(time.Millisecond))
+		fmt.Printf("%-10s export %s; COPY %s (both rounds)\n", "", exportUsed, copyUsed)
 	}
 	fmt.Println("  export/s: history.Export in this process into io.Discard, with the CLI's store (personal fields opened);")
 	fmt.Println("  CLI: the lectern binary's `events export -o /dev/null`, start to exit; peak heap: the in-process")
@@ -244,4 +251,8 @@ func (p pagedStore) LogEnd(ctx context.Context) (eventstore.Position, error) {
 // ScanAll hides the store's.
 func (pagedStore) ScanAll(context.Context, eventstore.Position, eventstore.Position, int, func(*eventstore.RawEvent) error) (int, error) {
 	return 0, eventstore.ErrScanUnsupported
+}
+
+func add(a, b cpuTimes) cpuTimes {
+	return cpuTimes{client: a.client + b.client, server: a.server + b.server}
 }
