@@ -61,23 +61,28 @@ func exportBench(ctx context.Context, base string) error {
 		const rounds = 2
 		cpu := newCPUMeter(ctx, pool)
 		var copyUsed, exportUsed cpuTimes
-		var copyRate, exportRate, plannedRate float64
+		var copyRate, exportRate, plannedRate, binaryRate float64
 		var heap uint64
 		for round := range rounds {
 			// The baseline is the faster of the planner's plan and the
 			// primary key's order.
-			planned, err := copyOut(ctx, pool, n, false)
+			planned, err := copyOut(ctx, pool, n, false, false)
+			if err != nil {
+				return err
+			}
+			bin, err := copyOut(ctx, pool, n, true, true)
 			if err != nil {
 				return err
 			}
 			t := cpu.now()
-			c, err := copyOut(ctx, pool, n, true)
+			c, err := copyOut(ctx, pool, n, true, false)
 			if err != nil {
 				return err
 			}
 			copyUsed = add(copyUsed, cpu.since(t))
 			plannedRate += planned / rounds
-			c = max(c, planned)
+			binaryRate += bin / rounds
+			c = max(c, planned, bin)
 			t = cpu.now()
 			var e float64
 			var h uint64
@@ -108,9 +113,11 @@ func exportBench(ctx context.Context, base string) error {
 		}
 		fmt.Printf("%-10d %12.0f %12.0f %8.2f %8s %12.0f %10.2f %12.0f %8.1f MiB %8.1f MiB   (log written in %s)\n", n, exportRate, copyRate,
 			exportRate/copyRate, ">= 0.80", cliRate, cliRate/copyRate, pagedRate, float64(heap)/(1<<20), rss, fill.Round(time.Millisecond))
-		fmt.Printf("%-10s export %s; COPY in index order %s (both rounds); COPY as planned %.0f rows/s\n", "", exportUsed, copyUsed, plannedRate)
+		fmt.Printf("%-10s export %s; COPY in index order %s (both rounds)\n", "", exportUsed, copyUsed)
+		fmt.Printf("%-10s COPY as planned %.0f rows/s; COPY in index order, binary %.0f rows/s\n", "", plannedRate, binaryRate)
 	}
-	fmt.Println("  COPY rows/s: the faster of COPY as the planner plans it and COPY in the primary key's order (no sort);")
+	fmt.Println("  COPY rows/s: the fastest of COPY as the planner plans it, and COPY in the primary key's order (no sort),")
+	fmt.Println("  in text and in binary format, each round;")
 	fmt.Println("  export/s: history.Export in this process into io.Discard, with the CLI's store (personal fields opened);")
 	fmt.Println("  CLI: the lectern binary's `events export -o /dev/null`, start to exit; peak heap: the in-process")
 	fmt.Println("  export's peak HeapInuse above the heap before it; CLI peak RSS: the child's VmHWM (ru_maxrss);")
@@ -126,7 +133,7 @@ const exportColumns = `uuid, stream_id, version, transaction_id::text, "offset",
 // io.Discard, and returns rows per second. With indexOrder the sort is
 // turned off, so the rows come in the primary key's order (the export's
 // plan) rather than the planner's choice, which may sort the whole table.
-func copyOut(ctx context.Context, pool *pgxpool.Pool, n int, indexOrder bool) (float64, error) {
+func copyOut(ctx context.Context, pool *pgxpool.Pool, n int, indexOrder, binary bool) (float64, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -140,9 +147,13 @@ func copyOut(ctx context.Context, pool *pgxpool.Pool, n int, indexOrder bool) (f
 		return 0, err
 	}
 	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "RESET enable_sort") }()
+	format := ""
+	if binary {
+		format = " (FORMAT binary)"
+	}
 	start := time.Now()
 	tag, err := conn.Conn().PgConn().CopyTo(ctx, io.Discard,
-		`COPY (SELECT `+exportColumns+` FROM events ORDER BY transaction_id, "offset") TO STDOUT`)
+		`COPY (SELECT `+exportColumns+` FROM events ORDER BY transaction_id, "offset") TO STDOUT`+format)
 	if err != nil {
 		return 0, err
 	}
