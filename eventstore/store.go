@@ -74,6 +74,36 @@ type LogEnder interface {
 	LogEnd(ctx context.Context) (Position, error)
 }
 
+// LogScanner is a store that can pass a stretch of its log to a function an
+// event at a time, as stored, without holding the stretch in memory: an
+// export of the whole log reads it so.
+type LogScanner interface {
+	// ScanAll calls fn with each event after position after and before
+	// position end, in log order, limit at most, and returns how many it
+	// passed. end must be a LogEnder's: every event before it is visible.
+	// fn's event, and its byte slices, are valid only during the call. A
+	// store that cannot scan (a wrapper of one that cannot) returns
+	// ErrScanUnsupported before calling fn.
+	ScanAll(ctx context.Context, after, end Position, limit int, fn func(*RawEvent) error) (int, error)
+}
+
+// ErrScanUnsupported is a LogScanner that cannot scan: read with ReadAll.
+var ErrScanUnsupported = errors.New("eventstore: the store cannot scan its log")
+
+// RawEvent is an event as a LogScanner passes it: its text members as
+// stored, not copied.
+type RawEvent struct {
+	ID            uuid.UUID
+	StreamID      []byte
+	Version       int64
+	Position      Position
+	Type          []byte
+	SchemaVersion int
+	Data          []byte // the stored JSON text; nil for none
+	Metadata      []byte // the stored JSON text of a Metadata
+	RecordedAt    time.Time
+}
+
 // Direction of a stream read.
 type Direction int
 
@@ -229,6 +259,13 @@ func (p Position) Compare(q Position) int {
 // String is the cursor clients see, e.g. in X-Event-Position.
 func (p Position) String() string {
 	return strconv.FormatUint(p.Commit, 10) + "-" + strconv.FormatUint(p.Prepare, 10)
+}
+
+// AppendText appends p.String() to b.
+func (p Position) AppendText(b []byte) []byte {
+	b = strconv.AppendUint(b, p.Commit, 10)
+	b = append(b, '-')
+	return strconv.AppendUint(b, p.Prepare, 10)
 }
 
 // ParsePosition parses a cursor written by Position.String.

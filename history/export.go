@@ -68,7 +68,7 @@ func Export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (n i
 		return Line{Position: e.Position.String(), Stream: e.Stream, Version: e.Version, Type: e.Type,
 			SchemaVersion: e.SchemaVersion, Data: e.Data, Metadata: e.Metadata,
 			RecordedAt: e.RecordedAt.UTC().Format(timeFormat), EventID: e.EventID}, nil
-	})
+	}, writeLine)
 }
 
 // CloudEvents attributes of ExportCloudEvents' lines.
@@ -82,28 +82,34 @@ const (
 // subject the stream, time the recorded time, data the stored data (secrets
 // redacted), and the extensions position, streamversion and schemaversion.
 func ExportCloudEvents(ctx context.Context, s eventstore.Store, w io.Writer, f Filter) (int, error) {
-	return export(ctx, s, w, f, func(e Event) (any, error) {
-		ce := cloudevents.New(cloudevents.CloudEventsVersionV1)
-		ce.SetID(e.EventID)
-		ce.SetSource(CloudEventSource)
-		ce.SetType(CloudEventTypePrefix + e.Type)
-		ce.SetSubject(e.Stream)
-		ce.SetTime(e.RecordedAt.UTC())
-		ce.SetExtension("position", e.Position.String())
-		ce.SetExtension("streamversion", e.Version)
-		ce.SetExtension("schemaversion", e.SchemaVersion)
-		if err := ce.SetData(cloudevents.ApplicationJSON, e.Data); err != nil {
-			return nil, err
-		}
-		return ce, ce.Validate()
-	})
+	return export(ctx, s, w, f, func(e Event) (any, error) { return cloudEvent(e) }, writeCloudEvent)
 }
 
-func export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter, line func(Event) (any, error)) (n int, err error) {
+// cloudEvent is e as a line of ExportCloudEvents.
+func cloudEvent(e Event) (*cloudevents.Event, error) {
+	ce := cloudevents.New(cloudevents.CloudEventsVersionV1)
+	ce.SetID(e.EventID)
+	ce.SetSource(CloudEventSource)
+	ce.SetType(CloudEventTypePrefix + e.Type)
+	ce.SetSubject(e.Stream)
+	ce.SetTime(e.RecordedAt.UTC())
+	ce.SetExtension("position", e.Position.String())
+	ce.SetExtension("streamversion", e.Version)
+	ce.SetExtension("schemaversion", e.SchemaVersion)
+	if err := ce.SetData(cloudevents.ApplicationJSON, e.Data); err != nil {
+		return nil, err
+	}
+	return &ce, ce.Validate()
+}
+
+// export writes the lines line makes of what f selects; a store that scans
+// its log (eventstore.LogScanner) is read through scanExport, its lines
+// written by raw, which must write what line's encoded would.
+func export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter, line func(Event) (any, error), raw rawLine) (n int, err error) {
 	if err := f.Validate(); err != nil {
 		return 0, err
 	}
-	out := bufio.NewWriter(w)
+	out := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	q := Query{Filter: f, After: f.After, Limit: pageSize}
@@ -112,6 +118,12 @@ func export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter, line
 			return 0, err
 		}
 		q.HasEnd = true
+	}
+	if sc, ok := s.(eventstore.LogScanner); ok && q.HasEnd && q.Stream == "" {
+		n, err := scanExport(ctx, sc, out, q, raw)
+		if !errors.Is(err, eventstore.ErrScanUnsupported) {
+			return n, err
+		}
 	}
 	for {
 		page, next, more, err := Page(ctx, s, q)

@@ -1,6 +1,7 @@
 package personal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -92,3 +93,26 @@ func (s *Store) LogEnd(ctx context.Context) (eventstore.Position, error) {
 
 // Unwrap is the store underneath, as stored.
 func (s *Store) Unwrap() eventstore.Store { return s.inner }
+
+var _ eventstore.LogScanner = (*Store)(nil)
+
+// ScanAll implements eventstore.LogScanner when the wrapped store does: the
+// events come out opened, as ReadAll's do. Only the events that may hold
+// sealed values (Sealed) are opened; the others pass as they are stored.
+func (s *Store) ScanAll(ctx context.Context, after, end eventstore.Position, limit int, fn func(*eventstore.RawEvent) error) (int, error) {
+	sc, ok := s.inner.(eventstore.LogScanner)
+	if !ok {
+		return 0, eventstore.ErrScanUnsupported
+	}
+	return sc.ScanAll(ctx, after, end, limit, func(e *eventstore.RawEvent) error {
+		if !bytes.Contains(e.Data, piiKey) { // Open would return it as it is
+			return fn(e)
+		}
+		data, err := s.sealer.Open(ctx, string(e.Type), e.Data)
+		if err != nil {
+			return fmt.Errorf("event %s of %s: %w", e.ID, e.StreamID, err)
+		}
+		e.Data = data
+		return fn(e)
+	})
+}

@@ -115,15 +115,13 @@ func (s *structSource[T, P]) Err() error { return nil }
 
 // copyRows writes rows into the tables of schema (or, when it is "", those
 // that unqualified names resolve to).
-func copyRows(ctx context.Context, db interface {
-	CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
-}, schema string, tables []TableRows) error {
+func copyRows(ctx context.Context, db interface{ Conn() *pgx.Conn }, schema string, tables []TableRows) error {
 	for _, t := range tables {
 		name := pgx.Identifier{t.Table}
 		if schema != "" {
 			name = pgx.Identifier{schema, t.Table}
 		}
-		if _, err := db.CopyFrom(ctx, name, t.Columns, t.Rows); err != nil {
+		if err := copyBinary(ctx, db.Conn(), name, t.Columns, t.Rows); err != nil {
 			return fmt.Errorf("copy into %s: %w", t.Table, err)
 		}
 	}

@@ -391,10 +391,36 @@ func (r *Replayer) work(ctx context.Context, w *replayWorker, pages <-chan []eve
 	stop := make(chan struct{})
 	var decodeErr error
 	var last []TableRows // the loaders' rows once the log is read
+	// The events of the next pages are decoded side by side, each page by
+	// a goroutine of its own, ahead of the loaders' folds, which take the
+	// pages in order.
+	ahead := make(chan *decodingPage, 2)
+	quit := make(chan struct{})
+	go func() {
+		defer close(ahead)
+		for page := range pages {
+			dp := &decodingPage{page: page, done: make(chan struct{})}
+			select {
+			case ahead <- dp:
+			case <-quit:
+				return
+			}
+			go func() {
+				defer close(dp.done)
+				dp.evs, dp.err = r.decodeEvents(w, page)
+			}()
+		}
+	}()
 	go func() {
 		defer close(decoded)
-		for page := range pages {
-			pp, err := r.decode(w, page)
+		defer close(quit)
+		for dp := range ahead {
+			<-dp.done
+			if dp.err != nil {
+				decodeErr = dp.err
+				return
+			}
+			pp, err := r.decodeWith(w, dp.page, dp.evs)
 			if err != nil {
 				decodeErr = err
 				return
@@ -597,6 +623,43 @@ type preparedPage struct {
 // stream's rows (see Handler), so the tables end as a replay in log order
 // leaves them.
 func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (preparedPage, error) {
+	evs, err := r.decodeEvents(w, page)
+	if err != nil {
+		return preparedPage{read: len(page)}, err
+	}
+	return r.decodeWith(w, page, evs)
+}
+
+// decodingPage is a page whose events a goroutine decodes (decodeEvents)
+// until done.
+type decodingPage struct {
+	page []eventstore.RecordedEvent
+	evs  []any
+	err  error
+	done chan struct{}
+}
+
+// decodeEvents decodes the events of page that w handles, as their handlers
+// receive them; the others are nil. It reads nothing of w that changes.
+func (r *Replayer) decodeEvents(w *replayWorker, page []eventstore.RecordedEvent) ([]any, error) {
+	evs := make([]any, len(page))
+	for i := range page {
+		rec := &page[i]
+		h, ok := w.handlers[rec.Type]
+		if !ok {
+			continue
+		}
+		e := h.NewEvent()
+		if err := r.Registry.DecodeInto(rec.Type, rec.SchemaVersion, rec.Data, e); err != nil {
+			return nil, fmt.Errorf("decode %s %s: %w", rec.Type, rec.ID, err)
+		}
+		evs[i] = e
+	}
+	return evs, nil
+}
+
+// decodeWith is decode of page, whose events decodeEvents decoded into evs.
+func (r *Replayer) decodeWith(w *replayWorker, page []eventstore.RecordedEvent, evs []any) (preparedPage, error) {
 	pp := preparedPage{read: len(page)}
 	if len(page) == 0 {
 		return pp, nil
@@ -609,10 +672,7 @@ func (r *Replayer) decode(w *replayWorker, page []eventstore.RecordedEvent) (pre
 		if !ok {
 			continue
 		}
-		e := h.NewEvent()
-		if err := r.Registry.DecodeInto(rec.Type, rec.SchemaVersion, rec.Data, e); err != nil {
-			return pp, fmt.Errorf("decode %s %s: %w", rec.Type, rec.ID, err)
-		}
+		e := evs[i]
 		item := setItem{h: h, typ: rec.Type, stream: rec.StreamID, m: events.MetaOf(*rec), e: e}
 		if ls, ok := w.loading[rec.Type]; ok {
 			for _, l := range ls {

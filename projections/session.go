@@ -154,10 +154,15 @@ func settingsJSON(s events.SessionSettings) (style, generation, snapshot string,
 // resultJSON is a model's token usage and failure (nil when it answered) as
 // session_responses stores them.
 func resultJSON(r events.TurnResult) (usage string, failure *string, err error) {
-	u, err := json.Marshal(r.TokenUsage)
-	if err != nil {
-		return "", nil, err
-	}
+	// What json.Marshal writes of TokenUsage, without its reflection.
+	u := make([]byte, 0, 64)
+	u = append(u, `{"prompt_tokens":`...)
+	u = strconv.AppendInt(u, int64(r.TokenUsage.PromptTokens), 10)
+	u = append(u, `,"completion_tokens":`...)
+	u = strconv.AppendInt(u, int64(r.TokenUsage.CompletionTokens), 10)
+	u = append(u, `,"total_tokens":`...)
+	u = strconv.AppendInt(u, int64(r.TokenUsage.TotalTokens), 10)
+	u = append(u, '}')
 	if r.Error != nil {
 		raw, err := json.Marshal(r.Error)
 		if err != nil {

@@ -171,6 +171,9 @@ func (l *sessionLoader) turn(m events.Meta, e *events.SessionTurnRecorded) error
 	if err != nil {
 		return err
 	}
+	if l.responses == nil { // a batch's worth at once, not grown by doubling
+		l.models, l.responses = make([]modelRow, 0, l.batch/4), make([]responseRow, 0, l.batch)
+	}
 	for pos, r := range e.Results {
 		usage, failure, err := resultJSON(r)
 		if err != nil {

@@ -26,7 +26,12 @@ import (
 	"lectern/pgtest"
 )
 
-var profileDir = flag.String("profile", "", "crud part: save the Lectern server's CPU and allocation profiles under POST /agents load in this directory and print their top lines")
+// profileDir, if set, is where parts write profiles of what they measure:
+// the crud part the Lectern server's CPU and allocations under POST /agents
+// load (with their top lines printed), the replay and export parts the CPU
+// profile of the measured phase (replay.prof, export.prof; -cpuprofile
+// covers the log's filling too).
+var profileDir = flag.String("profile", "", "save profiles of the measured phases in this directory: crud (the server's cpu.pprof, allocs.pprof), replay.prof, export.prof")
 
 // The CRUD baseline (cmd/lectern-bench/crudbase): the same bearer check
 // and JSON as Lectern, one INSERT … RETURNING per POST /agents, the session

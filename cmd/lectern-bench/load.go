@@ -335,8 +335,6 @@ func procCPU(pid int) (time.Duration, bool) {
 	return time.Duration(ut+st) * time.Second / clockTicks, true
 }
 
-// clockTicks is USER_HZ, 100 on every Linux the bench runs on.
-const clockTicks = 100
 
 func parentPID(pid int) (int, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

@@ -39,7 +39,7 @@ import (
 var (
 	duration   = flag.Duration("duration", 3*time.Second, "length of each throughput measurement")
 	cpuProfile = flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
-	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), crud (POST /agents vs a plain CRUD server), practice, list (the session list and its baselines; practice includes it), stream, esdb, knowledge, privacy, sealing (POST /agents and a replay, sealed vs clear), paths (live batches and replay loaders, each on and off) or replay")
+	only       = flag.String("only", "", "run only this part: append, http (projection lag and POST /agents), crud (POST /agents vs a plain CRUD server), practice, list (the session list and its baselines; practice includes it), stream, esdb, knowledge, privacy, sealing (POST /agents and a replay, sealed vs clear), paths (live batches and replay loaders, each on and off), replay or export")
 )
 
 func want(part string) bool { return *only == "" || *only == part }
@@ -133,7 +133,12 @@ func run() error {
 		}
 	}
 	if want("replay") {
-		return replayBench(ctx, base)
+		if err := replayBench(ctx, base); err != nil {
+			return err
+		}
+	}
+	if want("export") {
+		return exportBench(ctx, base)
 	}
 	return nil
 }

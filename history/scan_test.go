@@ -1,0 +1,154 @@
+package history_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
+	"lectern/history"
+	"lectern/personal"
+	"lectern/pgtest"
+)
+
+// paged hides a store's ScanAll: the export then reads it a page at a time
+// through ReadAll and encodes its lines with encoding/json.
+type paged struct{ s *personal.Store }
+
+func (p paged) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
+	return p.s.Append(ctx, stream, expected, evs)
+}
+
+func (p paged) ReadStream(ctx context.Context, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {
+	return p.s.ReadStream(ctx, stream, dir, from, limit)
+}
+
+func (p paged) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	return p.s.ReadAll(ctx, after, limit)
+}
+
+func (p paged) LogEnd(ctx context.Context) (eventstore.Position, error) { return p.s.LogEnd(ctx) }
+
+// The export of the PostgreSQL store scans its log and writes its lines by
+// hand: byte for byte what the paged export writes through encoding/json,
+// for events opened, erased, redacted and stored in odd shapes, in both
+// formats and under every filter.
+func TestScannedExportIsThePagedOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Fresh(t)
+	pg := postgres.New(pool, nil)
+	t.Cleanup(pg.Close)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	keys, err := personal.NewKeys(pool, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := personal.NewStore(pg, personal.NewSealer(keys))
+
+	// Sealed through the personal store: opened by the export, or, once
+	// the subject is erased, their placeholders.
+	for id := int64(1); id <= 3; id++ {
+		appendEvents(t, store, fmt.Sprintf("user-%d", id), "user.signed_up", t0,
+			fmt.Sprintf(`{"user_id":%d,"email":"u%d@example.com","name":"Zoë <b>&</b>","password_hash":"$argon2id$x","roles":["user"]}`, id, id))
+		appendEvents(t, store, fmt.Sprintf("agent-%d", id), "agent.created", t0.Add(time.Hour),
+			fmt.Sprintf(`{"agent_id":%d,"owner_id":%d,"name":"Tutor \u2028 line","system_prompt":"Be \"kind\"\n","is_active":true}`, id, id))
+	}
+	if err := keys.Erase(ctx, personal.UserSubject(2)); err != nil {
+		t.Fatal(err)
+	}
+	// Stored as they are, in shapes the application does not write.
+	raw := []struct{ stream, typ, data, meta string }{
+		{"user-9", "user.signed_up", "{ \"user_id\" : 9,\n\t\"password_hash\": \"h\" , \"name\":\"a b\" }", `{"user_id":9}`},
+		{"user-10", "user.signed_up", `{"user_id":10,"n\u0061me":"x","password_hash":"h"}`, `{"user_id":10}`},
+		{"user-11", "user.signed_up", `{"user_id":11,"note":"mentions \"password_hash\" only","x":"<&>"}`, `{}`},
+		{"user-12", "user.signed_up", `["not", "an object"]`, `{"user_id":12}`},
+		{"user-13", "user.signed_up", `{"user_id":13,"n\u0061me":"x"}`, `{}`},
+		{"user-14", "user.signed_up", `{"user_id":14,"<k>":"é"}`, `{}`},
+		{"class-1", "class.invite_code_issued", `{"class_id":1, "code":"SECRET","max_uses":3}`, `{"request_id":"r <&> é","actor":"cli:ops"}`},
+		{"class-1", "class.invite_code_used", "{\"class_id\":1,\"code\":\"SECRET\",\"emoji\":\"\U0001F600\"}", `{"correlation_id":"c","causation_id":"d","user_id":5,"extra":1}`},
+		{"agent-7", "agent.updated", "  {\"a\" : [1, 2, {\"b\": \"x \\\\\\\" y\"}], \"c\": null}  ", `{"user_id":7}`},
+		{"agent-7", "agent.renamed", `"a \\ string"`, `{}`},
+		{"str\"ange-é", "odd.type<&>", `{"k": "v"}`, `{}`},
+		{"agent-8", "agent.created", `null`, `{}`},
+		{"agent-9", "agent.created", `{"nested": {"pii":1}, "quoted": "\"pii\":"}`, `{}`},
+	}
+	for i, r := range raw {
+		if _, err := pool.Exec(ctx, `INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at)
+			VALUES ($1, $2, $3, $4, $5, $6, 1, $7)`, uuid.New(), r.data, r.meta, r.stream, 100+i, r.typ, t0.Add(time.Duration(i)*time.Minute+123456*time.Microsecond)); err != nil {
+			t.Fatalf("%s: %v", r.data, err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at)
+		VALUES ($1, NULL, '{}', 'agent-10', 1, 'agent.created', 2, $2)`, uuid.New(), t0.Add(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := pg.ReadAll(ctx, eventstore.Position{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []history.Filter{
+		{},
+		{Category: "user"},
+		{Category: "agent", Type: "agent.created"},
+		{Type: "user.signed_up"},
+		{Since: t0.Add(30 * time.Minute)},
+		{Until: t0.Add(time.Hour)},
+		{After: all[4].Position},
+		{Category: "nothing"},
+	} {
+		for _, format := range []struct {
+			name   string
+			export func(context.Context, eventstore.Store, *bytes.Buffer, history.Filter) (int, error)
+		}{
+			{"lines", func(ctx context.Context, s eventstore.Store, b *bytes.Buffer, f history.Filter) (int, error) {
+				return history.Export(ctx, s, b, f)
+			}},
+			{"cloudevents", func(ctx context.Context, s eventstore.Store, b *bytes.Buffer, f history.Filter) (int, error) {
+				return history.ExportCloudEvents(ctx, s, b, f)
+			}},
+		} {
+			var want, got bytes.Buffer
+			wn, err := format.export(ctx, paged{store}, &want, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gn, err := format.export(ctx, store, &got, f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f == (history.Filter{}) && wn != len(all) {
+				t.Fatalf("%s: the paged export wrote %d events of %d", format.name, wn, len(all))
+			}
+			if gn != wn || got.String() != want.String() {
+				t.Errorf("%s, filter %+v: scanned %d events, paged %d\n got:\n%s\nwant:\n%s", format.name, f, gn, wn, got.String(), want.String())
+			}
+			if lines := "[" + strings.ReplaceAll(strings.TrimSpace(got.String()), "\n", ",") + "]"; !json.Valid([]byte(lines)) {
+				t.Errorf("%s: lines are not JSON:\n%s", format.name, got.String())
+			}
+		}
+	}
+	// What the sealed events export as: opened, and erased.
+	var out bytes.Buffer
+	if _, err := history.Export(ctx, store, &out, history.Filter{Type: "user.signed_up"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"email":"u1@example.com"`, `"email":"erased-user-2@erased.invalid"`, `"name":"Zoë \u003cb\u003e\u0026\u003c/b\u003e"`, `"password_hash":"[redacted]"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("export of the sign-ups lacks %s:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), `"pii"`) || strings.Contains(out.String(), "argon2id") {
+		t.Errorf("export of the sign-ups shows what it must not:\n%s", out.String())
+	}
+}
