@@ -248,7 +248,6 @@ func exportCLI(ctx context.Context, base, dbName string, n int) (float64, float6
 	return float64(n) / elapsed.Seconds(), rss, nil
 }
 
-
 // profiled runs f, under a CPU profile written to name in profileDir if set.
 func profiled(name string, f func() error) error {
 	if *profileDir == "" {

@@ -335,7 +335,6 @@ func procCPU(pid int) (time.Duration, bool) {
 	return time.Duration(ut+st) * time.Second / clockTicks, true
 }
 
-
 func parentPID(pid int) (int, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
