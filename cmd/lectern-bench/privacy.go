@@ -44,13 +44,18 @@ func privacyBench(ctx context.Context, base string) error {
 	for _, writers := range []int{1, 8} {
 		var sealedRate, clearRate float64
 		for round := range rounds {
-			c, err := agentAppends(ctx, plain, "clear", writers, round, *duration/rounds)
-			if err != nil {
-				return err
-			}
-			s, err := agentAppends(ctx, sealed, "sealed", writers, round, *duration/rounds)
-			if err != nil {
-				return err
+			// Each goes first in turn: the log grows as the bench runs.
+			var c, s float64
+			var err error
+			for i := range 2 {
+				if (i+round)%2 == 0 {
+					c, err = agentAppends(ctx, plain, "clear", writers, round, *duration/rounds)
+				} else {
+					s, err = agentAppends(ctx, sealed, "sealed", writers, round, *duration/rounds)
+				}
+				if err != nil {
+					return err
+				}
 			}
 			clearRate += c / rounds
 			sealedRate += s / rounds
@@ -77,7 +82,9 @@ func privacyBench(ctx context.Context, base string) error {
 		clearRate += c / rounds
 		sealedRate += s / rounds
 	}
-	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", "read and decode (a replay's work)", sealedRate, clearRate, sealedRate/clearRate, ">= 0.90")
+	// Not a target: the whole replay (-only sealing) is; this shows what
+	// opening adds to the reading and decoding alone.
+	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", "read and decode only", sealedRate, clearRate, sealedRate/clearRate, "-")
 	return nil
 }
 
