@@ -72,7 +72,7 @@ func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, in input) e
 	if b, ok := in.body.Bool("is_active"); ok {
 		c.IsActive = &b
 	}
-	agent, res, err := s.deps.Commands.CreateAgent.Handle(r.Context(), c)
+	agent, res, err := s.deps.Commands.Agents.Create(r.Context(), c)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request, in input) e
 	if v, ok := in.body.Bool("is_active"); ok {
 		c.IsActive = aggregates.Set(v)
 	}
-	agent, res, err := s.deps.Commands.UpdateAgent.Handle(r.Context(), c)
+	agent, res, err := s.deps.Commands.Agents.Update(r.Context(), c)
 	if err != nil {
 		return err
 	}

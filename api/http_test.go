@@ -269,13 +269,13 @@ func TestIdempotencyKeyAfterACrashThatAppended(t *testing.T) {
 	if pg, ok := store.(*postgres.Store); ok {
 		t.Cleanup(pg.Close)
 	}
-	dead, err := commands.NewCreateAgentHandler(commands.Deps{Store: store, Registry: events.NewRegistry(), DB: e.pool,
+	dead, err := commands.NewAgents(commands.Deps{Store: store, Registry: events.NewRegistry(), DB: e.pool,
 		Now: time.Now, IDs: commands.NewSequences(e.pool)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	deadCtx := commands.WithIdempotency(commands.WithMetadata(ctx, eventstore.Metadata{UserID: u.ID, RequestID: "dead"}), u.ID, key, since)
-	agent, appended, err := dead.Handle(deadCtx, aggregates.CreateAgent{OwnerID: u.ID, Name: "appended, then died", SystemPrompt: "p"})
+	agent, appended, err := dead.Create(deadCtx, aggregates.CreateAgent{OwnerID: u.ID, Name: "appended, then died", SystemPrompt: "p"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ type userJSON struct {
 
 func (s *Server) sendCode(w http.ResponseWriter, r *http.Request, in input) error {
 	email, _ := in.body.String("email")
-	token, expires, err := s.deps.Identity.SendCode(r.Context(), email, s.clientAddr(r))
+	token, expires, err := s.deps.Commands.Identity.SendCode(r.Context(), email, s.clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Server) verifyCode(w http.ResponseWriter, r *http.Request, in input) er
 	email, _ := in.body.String("email")
 	code, _ := in.body.String("code")
 	token, _ := in.body.String("verification_token")
-	verified, err := s.deps.Identity.VerifyCode(r.Context(), email, code, token, s.clientAddr(r))
+	verified, err := s.deps.Commands.Identity.VerifyCode(r.Context(), email, code, token, s.clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request, in input) error 
 	password, _ := in.body.String("password")
 	name, _ := in.body.String("name")
 	token, _ := in.body.String("email_verified_token")
-	user, toks, res, err := s.deps.Identity.SignUp(r.Context(), email, password, name, token)
+	user, toks, res, err := s.deps.Commands.Identity.SignUp(r.Context(), email, password, name, token)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request, in input) error 
 func (s *Server) login(w http.ResponseWriter, r *http.Request, in input) error {
 	email, _ := in.body.String("email")
 	password, _ := in.body.String("password")
-	toks, err := s.deps.Identity.Login(r.Context(), email, password, s.clientAddr(r))
+	toks, err := s.deps.Commands.Identity.Login(r.Context(), email, password, s.clientAddr(r))
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, in input) error {
 
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request, in input) error {
 	token, _ := in.body.String("refresh_token")
-	toks, err := s.deps.Identity.Refresh(r.Context(), token)
+	toks, err := s.deps.Commands.Identity.Refresh(r.Context(), token)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request, in input) error
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, in input) error {
 	token, _ := in.body.String("refresh_token")
-	err := s.deps.Identity.Logout(r.Context(), token)
+	err := s.deps.Commands.Identity.Logout(r.Context(), token)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, in input) error 
 func (s *Server) changePassword(w http.ResponseWriter, r *http.Request, in input) error {
 	current, _ := in.body.String("current_password")
 	next, _ := in.body.String("new_password")
-	res, err := s.deps.Identity.ChangePassword(r.Context(), in.user.UserID, current, next, s.clientAddr(r), in.user.Session)
+	res, err := s.deps.Commands.Identity.ChangePassword(r.Context(), in.user.UserID, current, next, s.clientAddr(r), in.user.Session)
 	if err != nil {
 		return err
 	}

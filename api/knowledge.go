@@ -416,7 +416,7 @@ func (s *Server) searchDocument(w http.ResponseWriter, r *http.Request, in input
 	}
 	id, _ := in.path.Int("knowledge_id")
 	query, _ := in.body.String("query")
-	hits, err := s.deps.Commands.Knowledge.Search(r.Context(), in.user.UserID, id, query)
+	hits, err := s.deps.Search.Search(r.Context(), in.user.UserID, id, query)
 	if err != nil {
 		return err
 	}

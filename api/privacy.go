@@ -66,7 +66,7 @@ func (s *Server) eraseMe(w http.ResponseWriter, r *http.Request, in input) error
 	// The password confirms it is the person, not a stolen token; checked
 	// as a login is, under the login's rate limits.
 	password, _ := in.body.String("password")
-	if _, err := s.deps.Identity.Login(r.Context(), u.Email, password, s.clientAddr(r)); err != nil {
+	if _, err := s.deps.Commands.Identity.Login(r.Context(), u.Email, password, s.clientAddr(r)); err != nil {
 		if errors.Is(err, derrors.ErrUnauthenticated) {
 			return errWrongPassword
 		}

@@ -31,8 +31,9 @@ import (
 // Deps are the application the HTTP edge serves.
 type Deps struct {
 	Commands *commands.Commands
-	Identity *commands.Identity
 	Queries  *queries.DB
+	// Search searches knowledge documents.
+	Search   *queries.KnowledgeSearch
 	Tokens   *auth.Tokens
 	Listener *projections.Listener
 	Models   *llm.Catalogue
@@ -72,7 +73,7 @@ type Deps struct {
 func (d Deps) Validate() error {
 	var err error
 	for name, missing := range map[string]bool{
-		"commands": d.Commands == nil, "identity": d.Identity == nil, "queries": d.Queries == nil,
+		"commands": d.Commands == nil, "queries": d.Queries == nil, "search": d.Search == nil,
 		"tokens": d.Tokens == nil, "listener": d.Listener == nil, "db": d.DB == nil, "logger": d.Logger == nil,
 		"models": d.Models == nil, "sessions": d.Commands != nil && d.Commands.Sessions == nil,
 	} {

@@ -9,19 +9,19 @@ import (
 	"lectern/eventstore"
 )
 
-// CreateAgentHandler creates agents.
-type CreateAgentHandler struct{ d Deps }
+// Agents is the agents use cases: create an agent, edit it.
+type Agents struct{ d Deps }
 
-// NewCreateAgentHandler refuses missing dependencies.
-func NewCreateAgentHandler(d Deps) (*CreateAgentHandler, error) {
+// NewAgents refuses missing dependencies.
+func NewAgents(d Deps) (*Agents, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	return &CreateAgentHandler{d: d}, nil
+	return &Agents{d: d}, nil
 }
 
-// Handle creates the agent c describes, owned by c.OwnerID.
-func (h *CreateAgentHandler) Handle(ctx context.Context, c aggregates.CreateAgent) (aggregates.Agent, Result, error) {
+// Create creates the agent c describes, owned by c.OwnerID.
+func (h *Agents) Create(ctx context.Context, c aggregates.CreateAgent) (aggregates.Agent, Result, error) {
 	if c.OwnerID <= 0 {
 		return aggregates.Agent{}, Result{}, errors.New("create agent: no owner")
 	}
@@ -34,19 +34,8 @@ func (h *CreateAgentHandler) Handle(ctx context.Context, c aggregates.CreateAgen
 		func(a aggregates.Agent) ([]events.Event, error) { return aggregates.DecideCreateAgent(a, c) })
 }
 
-// UpdateAgentHandler edits agents.
-type UpdateAgentHandler struct{ d Deps }
-
-// NewUpdateAgentHandler refuses missing dependencies.
-func NewUpdateAgentHandler(d Deps) (*UpdateAgentHandler, error) {
-	if err := d.Validate(); err != nil {
-		return nil, err
-	}
-	return &UpdateAgentHandler{d: d}, nil
-}
-
-// Handle applies a merge update by the agent's owner.
-func (h *UpdateAgentHandler) Handle(ctx context.Context, c aggregates.UpdateAgent) (aggregates.Agent, Result, error) {
+// Update applies a merge update by the agent's owner.
+func (h *Agents) Update(ctx context.Context, c aggregates.UpdateAgent) (aggregates.Agent, Result, error) {
 	return execute(ctx, h.d, eventstore.StreamName(events.CategoryAgent, c.AgentID), aggregates.EvolveAgent,
 		func(a aggregates.Agent) ([]events.Event, error) { return aggregates.DecideUpdateAgent(a, c) })
 }

@@ -32,8 +32,17 @@ const (
 type Classroom struct {
 	d       Deps
 	limiter *ratelimit.Limiter
-	// Limits override DefaultLimits' Join limits (tests from one address).
-	Limits Limits
+	// limits are d.Limits with their defaults: the Join limits are
+	// Classroom's (tests from one address).
+	limits Limits
+}
+
+// NewClassroom refuses missing dependencies.
+func NewClassroom(d Deps) (*Classroom, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return &Classroom{d: d, limiter: ratelimit.New(d.DB, d.Now), limits: d.Limits.withDefaults()}, nil
 }
 
 // Now is the service's clock, by which invite codes expire.
@@ -342,7 +351,7 @@ func (c *Classroom) Join(ctx context.Context, code string, userID int64, addr st
 // all pass a check none of them has counted against yet); Join gives the
 // failure back when it was none.
 func (c *Classroom) limitJoin(ctx context.Context, userID int64, addr string) (ratelimit.Hit, error) {
-	lim := c.Limits.withDefaults()
+	lim := c.limits
 	for _, b := range []struct {
 		bucket string
 		rate   ratelimit.Rate

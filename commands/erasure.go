@@ -28,16 +28,16 @@ type Erasure struct {
 	keys SubjectEraser
 }
 
-// NewErasure refuses missing dependencies.
-func NewErasure(d Deps, keys SubjectEraser) (*Erasure, error) {
+// NewErasure refuses missing dependencies: it needs d.Keys.
+func NewErasure(d Deps) (*Erasure, error) {
 	err := d.Validate()
-	if keys == nil {
+	if d.Keys == nil {
 		err = errors.Join(err, errors.New("commands: nil subject keys (no data key)"))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Erasure{d: d, keys: keys}, nil
+	return &Erasure{d: d, keys: d.Keys}, nil
 }
 
 // Erase erases user userID on behalf of actor. Each step can run again: a

@@ -81,12 +81,12 @@ func TestIdempotentCreateAfterACrash(t *testing.T) {
 			since := takeKey(t, pool, user, "k1")
 			create := aggregates.CreateAgent{OwnerID: user, Name: "once", SystemPrompt: "p"}
 
-			dead, err := NewCreateAgentHandler(process(t, pool, store))
+			dead, err := NewAgents(process(t, pool, store))
 			if err != nil {
 				t.Fatal(err)
 			}
 			deadCtx := WithIdempotency(ctx, user, "k1", since)
-			first, firstRes, err := dead.Handle(deadCtx, create)
+			first, firstRes, err := dead.Create(deadCtx, create)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,11 +95,11 @@ func TestIdempotentCreateAfterACrash(t *testing.T) {
 			}
 
 			d := process(t, pool, store)
-			retry, err := NewCreateAgentHandler(d)
+			retry, err := NewAgents(d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			again, res, err := retry.Handle(WithIdempotency(ctx, user, "k1", since), create)
+			again, res, err := retry.Create(WithIdempotency(ctx, user, "k1", since), create)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestIdempotentCreateAfterACrash(t *testing.T) {
 				t.Fatal(err)
 			}
 			later := takeKey(t, pool, user, "k1")
-			other, _, err := retry.Handle(WithIdempotency(ctx, user, "k1", later), create)
+			other, _, err := retry.Create(WithIdempotency(ctx, user, "k1", later), create)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,15 +141,14 @@ func TestIdempotentUpdatesAfterACrash(t *testing.T) {
 			ctx := context.Background()
 			user := 100 + users[name]
 			d := process(t, pool, store)
-			creator, _ := NewCreateAgentHandler(d)
-			updater, _ := NewUpdateAgentHandler(d)
-			agent, _, err := creator.Handle(ctx, aggregates.CreateAgent{OwnerID: user, Name: "a", SystemPrompt: "p"})
+			agents, _ := NewAgents(d)
+			agent, _, err := agents.Create(ctx, aggregates.CreateAgent{OwnerID: user, Name: "a", SystemPrompt: "p"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			rename := func(ctx context.Context, to string) (aggregates.Agent, Result) {
 				t.Helper()
-				a, res, err := updater.Handle(ctx, aggregates.UpdateAgent{AgentID: agent.ID, CallerID: user, Name: aggregates.Set(to)})
+				a, res, err := agents.Update(ctx, aggregates.UpdateAgent{AgentID: agent.ID, CallerID: user, Name: aggregates.Set(to)})
 				if err != nil {
 					t.Fatal(err)
 				}

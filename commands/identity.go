@@ -44,38 +44,37 @@ type Identity struct {
 	d           Deps
 	tokens      *auth.Tokens
 	mail        mail.Sender
-	limits      *ratelimit.Limiter
+	limiter     *ratelimit.Limiter
 	adminEmails map[string]bool
 	logger      *slog.Logger
-	// Limits override DefaultLimits (tests from one address).
-	Limits Limits
+	// limits are d.Limits with their defaults (tests from one address).
+	limits Limits
 }
 
-// NewIdentity refuses missing dependencies. adminEmails become admins when they sign up.
-func NewIdentity(d Deps, tokens *auth.Tokens, sender mail.Sender, limits *ratelimit.Limiter, adminEmails []string, logger *slog.Logger) (*Identity, error) {
+// NewIdentity refuses missing dependencies: it needs d.Tokens, d.Mail and
+// d.Logger. d.AdminEmails become admins when they sign up.
+func NewIdentity(d Deps) (*Identity, error) {
 	err := d.Validate()
-	if tokens == nil {
+	if d.Tokens == nil {
 		err = errors.Join(err, errors.New("identity: nil tokens"))
 	}
-	if sender == nil {
+	if d.Mail == nil {
 		err = errors.Join(err, errors.New("identity: nil mail sender"))
 	}
-	if limits == nil {
-		err = errors.Join(err, errors.New("identity: nil rate limiter"))
-	}
-	if logger == nil {
+	if d.Logger == nil {
 		err = errors.Join(err, errors.New("identity: nil logger"))
 	}
 	if err != nil {
 		return nil, err
 	}
 	admins := map[string]bool{}
-	for _, e := range adminEmails {
+	for _, e := range d.AdminEmails {
 		if e = NormalizeEmail(e); e != "" {
 			admins[e] = true
 		}
 	}
-	return &Identity{d: d, tokens: tokens, mail: sender, limits: limits, adminEmails: admins, logger: logger}, nil
+	return &Identity{d: d, tokens: d.Tokens, mail: d.Mail, limiter: ratelimit.New(d.DB, d.Now), adminEmails: admins,
+		logger: d.Logger, limits: d.Limits.withDefaults()}, nil
 }
 
 // NormalizeEmail is the form e-mails are stored and compared in.
@@ -89,7 +88,7 @@ type Tokens struct {
 }
 
 func (i *Identity) limitAddress(ctx context.Context, action, addr string) error {
-	d, err := i.limits.Allow(ctx, action+"-addr:"+addr, i.Limits.withDefaults().Address)
+	d, err := i.limiter.Allow(ctx, action+"-addr:"+addr, i.limits.Address)
 	if err != nil {
 		return err
 	}
@@ -112,8 +111,8 @@ type attempt struct{ hits []ratelimit.Hit }
 // such an address goes on past a full account window, still held to its own
 // Failures, so that a distributed attack cannot lock the owner out either.
 func (i *Identity) takeAttempt(ctx context.Context, action, email, addr string, known func() bool) (*attempt, error) {
-	lim := i.Limits.withDefaults()
-	pair, d, err := i.limits.Take(ctx, action+"-fail:"+addr+" "+email, lim.Failures)
+	lim := i.limits
+	pair, d, err := i.limiter.Take(ctx, action+"-fail:"+addr+" "+email, lim.Failures)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +120,7 @@ func (i *Identity) takeAttempt(ctx context.Context, action, email, addr string, 
 		return nil, &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: tooManyFailures}
 	}
 	a := &attempt{hits: []ratelimit.Hit{pair}}
-	account, d, err := i.limits.Take(ctx, action+"-fail:"+email, lim.AccountFailures)
+	account, d, err := i.limiter.Take(ctx, action+"-fail:"+email, lim.AccountFailures)
 	switch {
 	case err != nil:
 		i.giveBack(ctx, a)
@@ -139,7 +138,7 @@ func (i *Identity) takeAttempt(ctx context.Context, action, email, addr string, 
 // giveBack uncounts an attempt that was not a failure.
 func (i *Identity) giveBack(ctx context.Context, a *attempt) {
 	for _, h := range a.hits {
-		if err := i.limits.Return(context.WithoutCancel(ctx), h); err != nil {
+		if err := i.limiter.Return(context.WithoutCancel(ctx), h); err != nil {
 			i.logger.Error("give back an attempt", "error", err)
 		}
 	}
@@ -150,8 +149,8 @@ func knownAddressBucket(email, addr string) string { return "login-ok:" + addr +
 // knownAddress reports whether email logged in from addr within
 // Limits.KnownAddress. On error it says no: the account bound then holds.
 func (i *Identity) knownAddress(ctx context.Context, email, addr string) bool {
-	lim := i.Limits.withDefaults()
-	n, _, err := i.limits.Count(ctx, knownAddressBucket(email, addr), ratelimit.Window{N: 1, Size: lim.KnownAddress})
+	lim := i.limits
+	n, _, err := i.limiter.Count(ctx, knownAddressBucket(email, addr), ratelimit.Window{N: 1, Size: lim.KnownAddress})
 	if err != nil {
 		i.logger.Error("look up a known login address", "error", err)
 		return false
@@ -162,8 +161,8 @@ func (i *Identity) knownAddress(ctx context.Context, email, addr string) bool {
 // loggedIn gives back a successful login's attempt and remembers its address.
 func (i *Identity) loggedIn(ctx context.Context, a *attempt, email, addr string) {
 	i.giveBack(ctx, a)
-	lim := i.Limits.withDefaults()
-	if err := i.limits.Record(context.WithoutCancel(ctx), knownAddressBucket(email, addr), ratelimit.Window{N: 1, Size: lim.KnownAddress}); err != nil {
+	lim := i.limits
+	if err := i.limiter.Record(context.WithoutCancel(ctx), knownAddressBucket(email, addr), ratelimit.Window{N: 1, Size: lim.KnownAddress}); err != nil {
 		i.logger.Error("remember a login address", "error", err)
 	}
 }
@@ -175,7 +174,7 @@ func (i *Identity) SendCode(ctx context.Context, email, addr string) (token stri
 	if err := i.limitAddress(ctx, "send-code", addr); err != nil {
 		return "", time.Time{}, err
 	}
-	_, d, err := i.limits.Take(ctx, "send-code:"+email, i.Limits.withDefaults().SendCode)
+	_, d, err := i.limiter.Take(ctx, "send-code:"+email, i.limits.SendCode)
 	if err != nil {
 		return "", time.Time{}, err
 	}

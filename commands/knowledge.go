@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/aggregates"
 	"lectern/blobs"
@@ -19,47 +19,73 @@ import (
 	"lectern/queries"
 )
 
-// Knowledge is the knowledge documents use cases (wired in service.New):
-// upload, tune search settings, reindex, search, and the reindex worker.
+// Knowledge is the knowledge documents use cases: upload, tune search
+// settings, request a reindex; and a document's text, for a personal export.
+// Searching is queries.KnowledgeSearch's; KnowledgeJobs works the reindex
+// jobs.
 //
 // A document's settings are events and its text a blob the upload event
 // refers to (package blobs); its chunks and vectors are derived data in
 // knowledge_chunks, rebuilt whole by indexing: at upload
 // (synchronously, within the request) and by reindex jobs (in the background).
 type Knowledge struct {
-	d        Deps
-	reads    *queries.DB
-	embedder knowledge.Embedder
-	blobs    *blobs.Store
-	logger   *slog.Logger
-	vectors  *vectorCache
-	// Poll is how often an idle worker looks for a job (default 200 ms).
-	Poll time.Duration
-	// Lease is how long a claimed job is the worker's before another worker
-	// may take it up (default 1 min); the worker renews it after each batch.
-	Lease time.Duration
+	d Deps
+	indexer
 }
 
-// NewKnowledge refuses missing dependencies.
-func NewKnowledge(d Deps, reads *queries.DB, embedder knowledge.Embedder, texts *blobs.Store, logger *slog.Logger) (*Knowledge, error) {
-	err := d.Validate()
-	if texts == nil {
-		err = errors.Join(err, errors.New("commands: nil blob store"))
+// NewKnowledge refuses missing dependencies: it needs d.Embedder and d.Blobs.
+func NewKnowledge(d Deps) (*Knowledge, error) {
+	idx, err := newIndexer(d)
+	if err = errors.Join(d.Validate(), err); err != nil {
+		return nil, err
 	}
-	if reads == nil {
-		err = errors.Join(err, errors.New("commands: nil read models"))
-	}
-	if embedder == nil {
-		err = errors.Join(err, errors.New("commands: nil embedder"))
-	}
-	if logger == nil {
+	return &Knowledge{d: d, indexer: idx}, nil
+}
+
+// KnowledgeJobs is the reindex worker: it claims the queued jobs
+// (Knowledge.RequestReindex), indexes the document again and records the
+// outcome. service.RunBackground runs it.
+type KnowledgeJobs struct {
+	d Deps
+	indexer
+	logger *slog.Logger
+	// poll is how often an idle worker looks for a job.
+	poll time.Duration
+	// lease is how long a claimed job is the worker's before another worker
+	// may take it up; the worker renews it after each batch.
+	lease time.Duration
+}
+
+// NewKnowledgeJobs refuses missing dependencies: it needs d.Embedder,
+// d.Blobs and d.Logger.
+func NewKnowledgeJobs(d Deps) (*KnowledgeJobs, error) {
+	idx, err := newIndexer(d)
+	err = errors.Join(d.Validate(), err)
+	if d.Logger == nil {
 		err = errors.Join(err, errors.New("commands: nil logger"))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Knowledge{d: d, reads: reads, embedder: embedder, blobs: texts, logger: logger, vectors: newVectorCache(d.DB),
-		Poll: 200 * time.Millisecond, Lease: time.Minute}, nil
+	return &KnowledgeJobs{d: d, indexer: idx, logger: d.Logger, poll: 200 * time.Millisecond, lease: time.Minute}, nil
+}
+
+// indexer builds documents' chunks and vectors, and reads their texts.
+type indexer struct {
+	db       *pgxpool.Pool
+	embedder knowledge.Embedder
+	blobs    *blobs.Store
+}
+
+func newIndexer(d Deps) (indexer, error) {
+	var err error
+	if d.Blobs == nil {
+		err = errors.Join(err, errors.New("commands: nil blob store"))
+	}
+	if d.Embedder == nil {
+		err = errors.Join(err, errors.New("commands: nil embedder"))
+	}
+	return indexer{db: d.DB, embedder: d.Embedder, blobs: d.Blobs}, err
 }
 
 func knowledgeStream(id int64) string { return eventstore.StreamName(events.CategoryKnowledge, id) }
@@ -137,82 +163,10 @@ func (k *Knowledge) RequestReindex(ctx context.Context, caller, knowledgeID int6
 	return job, res, nil
 }
 
-// SearchHit is a chunk that matched a search, in result order.
-type SearchHit struct {
-	KnowledgeID int64
-	ChunkID     int64
-	Text        string
-	Score       float64
-	Rank        int // 1-based
-}
-
-// Search finds the chunks of the caller's document that match query, with
-// the document's search settings: cosine similarity, min_score, top_k, then
-// the lexical reranker keeping reranker_top_n when it is enabled.
-func (k *Knowledge) Search(ctx context.Context, caller, knowledgeID int64, query string) ([]SearchHit, error) {
-	settings, err := k.reads.KnowledgeSettings(ctx, caller, knowledgeID)
-	if err != nil {
-		return nil, err
-	}
-	return k.search(ctx, settings, query)
-}
-
-func (k *Knowledge) search(ctx context.Context, s queries.KnowledgeSettings, query string) ([]SearchHit, error) {
-	minScore, err := strconv.ParseFloat(s.MinScore, 64)
-	if err != nil {
-		return nil, fmt.Errorf("knowledge %d min_score %q: %w", s.KnowledgeID, s.MinScore, err)
-	}
-	cands, err := k.vectors.candidates(ctx, s.KnowledgeID)
-	if err != nil {
-		return nil, err
-	}
-	vs, err := k.embedder.Embed(ctx, []string{query})
-	if err != nil {
-		return nil, derrors.New(derrors.ErrBadGateway, "The embeddings service failed")
-	}
-	hits := knowledge.Search(vs[0], cands, s.TopK, minScore)
-	ids := make([]int64, len(hits))
-	for i, h := range hits {
-		ids[i] = h.ID
-	}
-	texts, err := k.vectors.texts(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	for i := range hits {
-		hits[i].Text = texts[hits[i].ID]
-	}
-	if s.RerankerEnabled {
-		hits = knowledge.Rerank(query, hits, s.RerankerTopN)
-	}
-	out := make([]SearchHit, len(hits))
-	for i, h := range hits {
-		out[i] = SearchHit{KnowledgeID: s.KnowledgeID, ChunkID: h.ID, Text: h.Text, Score: h.Score, Rank: i + 1}
-	}
-	return out, nil
-}
-
-// Passages searches each of the caller's documents ids (in order) for query
-// with its own settings; ranks run across them all.
-func (k *Knowledge) Passages(ctx context.Context, caller int64, ids []int64, query string) ([]SearchHit, error) {
-	var out []SearchHit
-	for _, id := range ids {
-		hits, err := k.Search(ctx, caller, id, query)
-		if err != nil {
-			return nil, err
-		}
-		for _, h := range hits {
-			h.Rank = len(out) + 1
-			out = append(out, h)
-		}
-	}
-	return out, nil
-}
-
 // index rebuilds a document's chunks and vectors, reporting progress after
 // each batch; it returns the number of chunks. The old chunks give way to the
 // new in one transaction, so a search sees one index or the other.
-func (k *Knowledge) index(ctx context.Context, id int64, content string, progress func(done, total int) error) (int, error) {
+func (k indexer) index(ctx context.Context, id int64, content string, progress func(done, total int) error) (int, error) {
 	chunks := knowledge.Chunk(content, knowledge.ChunkSize, knowledge.ChunkOverlap)
 	vectors := make([][]float32, 0, len(chunks))
 	for start := 0; start < len(chunks); start += embedBatch {
@@ -231,7 +185,7 @@ func (k *Knowledge) index(ctx context.Context, id int64, content string, progres
 			}
 		}
 	}
-	err := pgx.BeginFunc(ctx, k.d.DB, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, k.db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('knowledge_chunks'), $1::int)`, id%(1<<31)); err != nil {
 			return err
 		}
@@ -260,7 +214,7 @@ func (k *Knowledge) index(ctx context.Context, id int64, content string, progres
 // RunJobs works the reindex queue until ctx ends: it claims the oldest job
 // that is queued, or running with an expired lease (its worker stopped), so
 // that jobs survive a restart. Any number of workers may run at once.
-func (k *Knowledge) RunJobs(ctx context.Context) {
+func (k *KnowledgeJobs) RunJobs(ctx context.Context) {
 	for ctx.Err() == nil {
 		worked, err := k.RunOneJob(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -269,7 +223,7 @@ func (k *Knowledge) RunJobs(ctx context.Context) {
 		if worked {
 			continue
 		}
-		t := time.NewTimer(k.Poll)
+		t := time.NewTimer(k.poll)
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -279,7 +233,7 @@ func (k *Knowledge) RunJobs(ctx context.Context) {
 }
 
 // RunOneJob claims and runs one job; false when there was none.
-func (k *Knowledge) RunOneJob(ctx context.Context) (bool, error) {
+func (k *KnowledgeJobs) RunOneJob(ctx context.Context) (bool, error) {
 	now := k.d.Now().UTC().Truncate(time.Microsecond)
 	var jobID, knowledgeID int64
 	err := pgx.BeginFunc(ctx, k.d.DB, func(tx pgx.Tx) error {
@@ -294,7 +248,7 @@ func (k *Knowledge) RunOneJob(ctx context.Context) (bool, error) {
 		// job never starts before it was requested.
 		_, err = tx.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = 'running',
 			started_at = COALESCE(started_at, GREATEST($2, requested_at)),
-			lease_until = $3 WHERE job_id = $1`, jobID, now, now.Add(k.Lease))
+			lease_until = $3 WHERE job_id = $1`, jobID, now, now.Add(k.lease))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -307,7 +261,7 @@ func (k *Knowledge) RunOneJob(ctx context.Context) (bool, error) {
 	return true, k.runJob(ctx, jobID, knowledgeID)
 }
 
-func (k *Knowledge) runJob(ctx context.Context, jobID, knowledgeID int64) error {
+func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64) error {
 	total, err := k.reindex(ctx, jobID, knowledgeID)
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping: the lease runs out and a worker resumes the job
@@ -351,7 +305,7 @@ func (k *Knowledge) DocumentText(ctx context.Context, caller, knowledgeID int64)
 
 // text is a document's text: its blob, or the text its upload event held
 // before blobs.
-func (k *Knowledge) text(ctx context.Context, doc aggregates.KnowledgeDocument) (string, error) {
+func (k indexer) text(ctx context.Context, doc aggregates.KnowledgeDocument) (string, error) {
 	if doc.Content != "" || doc.ContentHash == "" {
 		return doc.Content, nil
 	}
@@ -362,7 +316,7 @@ func (k *Knowledge) text(ctx context.Context, doc aggregates.KnowledgeDocument) 
 	return string(content), nil
 }
 
-func (k *Knowledge) reindex(ctx context.Context, jobID, knowledgeID int64) (int, error) {
+func (k *KnowledgeJobs) reindex(ctx context.Context, jobID, knowledgeID int64) (int, error) {
 	doc, _, _, err := load(ctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument)
 	if err != nil {
 		return 0, err
@@ -377,7 +331,7 @@ func (k *Knowledge) reindex(ctx context.Context, jobID, knowledgeID int64) (int,
 	return k.index(ctx, knowledgeID, text, func(done, total int) error {
 		now := k.d.Now().UTC()
 		_, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET chunks_done = $2, chunks_total = $3, lease_until = $4
-			WHERE job_id = $1`, jobID, done, total, now.Add(k.Lease))
+			WHERE job_id = $1`, jobID, done, total, now.Add(k.lease))
 		return err
 	})
 }

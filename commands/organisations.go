@@ -23,6 +23,14 @@ const (
 // Organisations is the organisations, partners and promotion requests use cases.
 type Organisations struct{ d Deps }
 
+// NewOrganisations refuses missing dependencies.
+func NewOrganisations(d Deps) (*Organisations, error) {
+	if err := d.Validate(); err != nil {
+		return nil, err
+	}
+	return &Organisations{d: d}, nil
+}
+
 func orgStream(id int64) string       { return eventstore.StreamName(events.CategoryOrganisation, id) }
 func partnerStream(id int64) string   { return eventstore.StreamName(events.CategoryPartner, id) }
 func promotionStream(id int64) string { return eventstore.StreamName(events.CategoryPromotion, id) }

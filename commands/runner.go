@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,17 +16,25 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"lectern/auth"
+	"lectern/blobs"
 	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/failpoint"
+	"lectern/knowledge"
+	"lectern/llm"
+	"lectern/mail"
+	"lectern/queries"
 	"lectern/tracing"
 )
 
 // maxAttempts bounds the retries of a command that lost a version race.
 const maxAttempts = 5
 
-// Deps are what every command handler needs.
+// Deps are what the handlers are built from (New). Every handler needs the
+// first five; the rest are some handlers' own, and each constructor refuses
+// those it needs when they are missing.
 type Deps struct {
 	Store    eventstore.Store
 	Registry *events.Registry
@@ -35,6 +44,30 @@ type Deps struct {
 	// Observer, optional, hears of the version conflicts commands meet
 	// (metrics.Metrics).
 	Observer Observer
+
+	// Reads are the read models a practice turn reads (Sessions).
+	Reads *queries.DB
+	// Search retrieves the passages that ground a practice turn (Sessions).
+	Search *queries.KnowledgeSearch
+	// Gateway calls the models (Sessions).
+	Gateway *llm.Gateway
+	// Embedder and Blobs index documents and keep their texts (Knowledge,
+	// KnowledgeJobs).
+	Embedder knowledge.Embedder
+	Blobs    *blobs.Store
+	// Tokens, Mail and AdminEmails are Identity's: AdminEmails become admins
+	// when they sign up.
+	Tokens      *auth.Tokens
+	Mail        mail.Sender
+	AdminEmails []string
+	// Limits override DefaultLimits (Identity, Classroom).
+	Limits Limits
+	// Keys are the subjects' data keys (Erasure); nil: no data key, and New
+	// builds no Erasure.
+	Keys SubjectEraser
+	// Logger logs what happens out of a request's sight (Identity,
+	// KnowledgeJobs).
+	Logger *slog.Logger
 }
 
 // Observer hears what a command's run does besides appending.
@@ -45,7 +78,7 @@ type Observer interface {
 	VersionConflict(retried bool)
 }
 
-// Validate reports every missing dependency.
+// Validate reports every missing dependency that every handler needs.
 func (d Deps) Validate() error {
 	var err error
 	if d.Store == nil {

@@ -39,7 +39,7 @@ func TestVersionConflictsAreCounted(t *testing.T) {
 	m := metrics.New()
 	d := process(t, pool, store)
 	d.Observer = m
-	h, err := NewCreateAgentHandler(d)
+	h, err := NewAgents(d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestVersionConflictsAreCounted(t *testing.T) {
 	}
 
 	store.races.Store(2)
-	if _, res, err := h.Handle(context.Background(), aggregates.CreateAgent{OwnerID: 1, Name: "raced twice", SystemPrompt: "p"}); err != nil || !res.Appended {
+	if _, res, err := h.Create(context.Background(), aggregates.CreateAgent{OwnerID: 1, Name: "raced twice", SystemPrompt: "p"}); err != nil || !res.Appended {
 		t.Fatalf("after two lost races: %+v, %v; want the agent created", res, err)
 	}
 	if got, gave := value(metrics.ConflictRetried), value(metrics.ConflictGaveUp); got != 2 || gave != 0 {
@@ -74,7 +74,7 @@ func TestVersionConflictsAreCounted(t *testing.T) {
 	}
 
 	store.races.Store(maxAttempts)
-	_, _, err = h.Handle(context.Background(), aggregates.CreateAgent{OwnerID: 1, Name: "always raced", SystemPrompt: "p"})
+	_, _, err = h.Create(context.Background(), aggregates.CreateAgent{OwnerID: 1, Name: "always raced", SystemPrompt: "p"})
 	if !errors.Is(err, derrors.ErrConflict) {
 		t.Fatalf("every attempt lost: %v, want a conflict", err)
 	}

@@ -12,8 +12,8 @@ import (
 	"lectern/queries"
 )
 
-// Sessions is the practice sessions use cases (wired in service.New): start a
-// session with its first turn, continue it, tune its settings.
+// Sessions is the practice sessions use cases: start a session with its
+// first turn, continue it, tune its settings.
 //
 // A turn reads what it needs (the class, the caller's standing in it, the
 // agent, the few-shot examples), builds the prompt, calls its models in
@@ -23,24 +23,27 @@ type Sessions struct {
 	d       Deps
 	gateway *llm.Gateway
 	reads   *queries.DB
-	// Knowledge grounds turns in the session's knowledge documents; nil:
-	// knowledge_ids are checked and kept, but no passages are retrieved.
-	Knowledge *Knowledge
+	// search grounds turns in the session's knowledge documents.
+	search *queries.KnowledgeSearch
 }
 
-// NewSessions refuses missing dependencies.
-func NewSessions(d Deps, gateway *llm.Gateway, reads *queries.DB) (*Sessions, error) {
+// NewSessions refuses missing dependencies: it needs d.Gateway, d.Reads and
+// d.Search.
+func NewSessions(d Deps) (*Sessions, error) {
 	err := d.Validate()
-	if gateway == nil {
+	if d.Gateway == nil {
 		err = errors.Join(err, errors.New("commands: nil model gateway"))
 	}
-	if reads == nil {
+	if d.Reads == nil {
 		err = errors.Join(err, errors.New("commands: nil read models"))
+	}
+	if d.Search == nil {
+		err = errors.Join(err, errors.New("commands: nil knowledge search"))
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Sessions{d: d, gateway: gateway, reads: reads}, nil
+	return &Sessions{d: d, gateway: d.Gateway, reads: d.Reads, search: d.Search}, nil
 }
 
 func sessionStream(id int64) string { return eventstore.StreamName(events.CategorySession, id) }
@@ -267,10 +270,10 @@ func (s *Sessions) UpdateSettings(ctx context.Context, c aggregates.UpdateSessio
 // the prompt's text, each document with its own search settings, and puts
 // them into the prompt; it returns what the turn's event records of them.
 func (s *Sessions) ground(ctx context.Context, caller int64, ids []int64, p *aggregates.Prompt) ([]events.Passage, error) {
-	if s.Knowledge == nil || len(ids) == 0 {
+	if len(ids) == 0 {
 		return nil, nil
 	}
-	hits, err := s.Knowledge.Passages(ctx, caller, ids, p.Text)
+	hits, err := s.search.Passages(ctx, caller, ids, p.Text)
 	if err != nil {
 		return nil, err
 	}

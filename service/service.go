@@ -172,12 +172,14 @@ type Service struct {
 	Handler *api.Server
 	// Metrics serves the Prometheus exposition; it is not on the API's
 	// address (lectern serve puts it on LECTERN_METRICS_ADDR).
-	Metrics  http.Handler
+	Metrics http.Handler
+	// Commands are the write use cases; Identity is Commands.Identity.
+	Commands *commands.Commands
 	Identity *commands.Identity
+	// Search searches knowledge documents.
+	Search   *queries.KnowledgeSearch
 	Listener *projections.Listener
 	Runner   *projections.Runner
-	// Knowledge runs the reindex jobs in the background.
-	Knowledge *commands.Knowledge
 	// Downstream publishes classroom changes; it runs with the projections,
 	// under its own runner (newDownstreamRunner).
 	Downstream          *downstream.Forwarder
@@ -312,36 +314,15 @@ func New(cfg Config) (*Service, error) {
 		store = personal.NewStore(store, sealer)
 	}
 	store = metrics.CountingStore(store, m)
-	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now, IDs: commands.NewSequences(cfg.Pool), Observer: m}
-	cmds, err := commands.New(deps)
-	if err != nil {
-		return nil, err
-	}
 	reads := queries.New(cfg.Pool)
-	modelOptions := append(slices.Clip(cfg.ModelOptions), llm.WithObserver(m.ObserveModelResult))
-	cmds.Sessions, err = commands.NewSessions(deps, llm.New(cfg.Models, modelOptions...), reads)
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Embedder == nil {
 		cfg.Embedder = knowledge.NewOffline()
 	}
-	texts := blobs.New(cfg.Pool, keySource(keys))
-	cmds.Knowledge, err = commands.NewKnowledge(deps, reads, cfg.Embedder, texts, cfg.Logger)
+	search, err := queries.NewKnowledgeSearch(reads, cfg.Embedder)
 	if err != nil {
 		return nil, err
-	}
-	cmds.Sessions.Knowledge = cmds.Knowledge
-	if keys != nil {
-		if cmds.Erasure, err = commands.NewErasure(deps, keys); err != nil {
-			return nil, err
-		}
 	}
 	tokens, err := auth.NewTokens(cfg.JWTKey, auth.Clock(cfg.Now))
-	if err != nil {
-		return nil, err
-	}
-	identity, err := commands.NewIdentity(deps, tokens, cfg.Mail, ratelimit.New(cfg.Pool, cfg.Now), cfg.AdminEmails, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -350,8 +331,18 @@ func New(cfg Config) (*Service, error) {
 		limits.Address = ratelimit.Rate{N: cfg.AddressLimit, Per: commands.AddressWindow}
 		limits.JoinAddress = ratelimit.Rate{N: cfg.AddressLimit, Per: time.Minute}
 	}
-	identity.Limits = limits
-	cmds.Classroom.Limits = limits
+	modelOptions := append(slices.Clip(cfg.ModelOptions), llm.WithObserver(m.ObserveModelResult))
+	deps := commands.Deps{Store: store, Registry: registry, DB: cfg.Pool, Now: cfg.Now, IDs: commands.NewSequences(cfg.Pool), Observer: m,
+		Reads: reads, Search: search, Gateway: llm.New(cfg.Models, modelOptions...), Embedder: cfg.Embedder,
+		Blobs: blobs.New(cfg.Pool, keySource(keys)), Tokens: tokens, Mail: cfg.Mail, AdminEmails: cfg.AdminEmails,
+		Limits: limits, Logger: cfg.Logger}
+	if keys != nil { // a nil *personal.Keys would make a non-nil SubjectEraser
+		deps.Keys = keys
+	}
+	cmds, err := commands.New(deps)
+	if err != nil {
+		return nil, err
+	}
 	projPool, err := projectionPool(cfg.Pool, 8)
 	if err != nil {
 		return nil, err
@@ -401,13 +392,13 @@ func New(cfg Config) (*Service, error) {
 	m.RegisterPool("main", cfg.Pool)
 	m.RegisterPool("projections", projPool)
 	m.RegisterPool("downstream", downPool)
-	s := &Service{Identity: identity, Listener: listener, Runner: runner, Knowledge: cmds.Knowledge, pool: cfg.Pool,
+	s := &Service{Commands: cmds, Identity: cmds.Identity, Search: search, Listener: listener, Runner: runner, pool: cfg.Pool,
 		projPool: projPool, downPool: downPool, closeStore: closeStore, Downstream: forwarder, newDownstreamRunner: newDownstreamRunner}
 	if es != nil {
 		s.pingStore = es.Ping
 	}
 	handler, err := api.New(api.Deps{
-		Commands: cmds, Identity: identity, Queries: reads, Tokens: tokens,
+		Commands: cmds, Queries: reads, Search: search, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
 		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
 		StreamHeartbeat: cfg.StreamHeartbeat, Tracing: cfg.Tracing,
@@ -464,7 +455,7 @@ func (s *Service) RunBackground(ctx context.Context, withProjections bool) (stop
 	go func() { defer wg.Done(); s.Listener.Run(ctx) }()
 	if withProjections {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.Knowledge.RunJobs(ctx) }()
+		go func() { defer wg.Done(); s.Commands.KnowledgeJobs.RunJobs(ctx) }()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -56,7 +56,7 @@ func knowledgeBench(ctx context.Context, base string) error {
 	embedOnly := float64(len(chunks)) / time.Since(start).Seconds()
 
 	start = time.Now()
-	doc, n, res, err := svc.Knowledge.Upload(ctx, aggregates.UploadKnowledgeDocument{OwnerID: user.ID, Title: "Big", ContentType: "text/plain",
+	doc, n, res, err := svc.Commands.Knowledge.Upload(ctx, aggregates.UploadKnowledgeDocument{OwnerID: user.ID, Title: "Big", ContentType: "text/plain",
 		Size: int64(len(text)), Content: text})
 	if err != nil {
 		return err
@@ -72,7 +72,7 @@ func knowledgeBench(ctx context.Context, base string) error {
 	for i := range 200 {
 		q := fmt.Sprintf("topic %d subject %d", i%997, i%89)
 		t := time.Now()
-		if _, err := svc.Knowledge.Search(ctx, user.ID, doc.ID, q); err != nil {
+		if _, err := svc.Search.Search(ctx, user.ID, doc.ID, q); err != nil {
 			return err
 		}
 		lat = append(lat, time.Since(t))
