@@ -101,9 +101,10 @@ type SessionDetail struct {
 	Responses []SessionResponse
 }
 
-// sessionsPageSQL reads one page of a user's sessions, each row with the
-// user's total.
-const sessionsPageSQL = `
+// SessionsPageSQL reads one page of a user's sessions ($1 the user, $2 the
+// page size, $3 the offset), each row with the user's total. Exported for
+// the bench's baselines, which must issue exactly this.
+const SessionsPageSQL = `
 	SELECT COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0),
 		id, user_id, class_id, project_id, agent_id, knowledge_ids, title, notes, created_at, updated_at
 	FROM practice_sessions
@@ -139,7 +140,7 @@ func scanSession(row pgx.Row) (PracticeSession, error) {
 // second statement.
 func (q *DB) Sessions(ctx context.Context, owner int64, p Page) (List[PracticeSession], error) {
 	out := List[PracticeSession]{Items: make([]PracticeSession, 0, p.Size), Page: p}
-	rows, err := q.pool.Query(ctx, sessionsPageSQL, owner, p.Size, p.Offset())
+	rows, err := q.pool.Query(ctx, SessionsPageSQL, owner, p.Size, p.Offset())
 	if err != nil {
 		return out, err
 	}

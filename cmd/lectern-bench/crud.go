@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/pgtest"
+	"lectern/queries"
 )
 
 // profileDir, if set, is where parts write profiles of what they measure:
@@ -394,7 +395,7 @@ func listBaselines(ctx context.Context, pool *pgxpool.Pool, srv *server, token s
 	}
 	defer sqlPool.Close()
 	pageSQL := func() error {
-		rows, err := sqlPool.Query(ctx, sessionsPageSQL, userID, 50, 0)
+		rows, err := sqlPool.Query(ctx, queries.SessionsPageSQL, userID, 50, 0)
 		if err != nil {
 			return err
 		}
@@ -463,13 +464,3 @@ func listBaselines(ctx context.Context, pool *pgxpool.Pool, srv *server, token s
 	fmt.Printf("%-40s %8.2f\n", "p99 lectern / crud", ratioDur(percentile(l.lat, .99), percentile(c.lat, .99)))
 	return nil
 }
-
-// sessionsPageSQL is queries.sessionsPageSQL (and crudbase's copy).
-const sessionsPageSQL = `
-	SELECT COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0),
-		id, user_id, class_id, project_id, agent_id, knowledge_ids, title, notes, created_at, updated_at
-	FROM practice_sessions
-	WHERE user_id = $1
-	  AND id <= (SELECT id FROM practice_sessions WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $3)
-	ORDER BY id DESC
-	LIMIT $2`

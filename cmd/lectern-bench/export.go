@@ -48,7 +48,7 @@ func exportBench(ctx context.Context, base string) error {
 	have := 0
 	for _, n := range exportSizes {
 		start := time.Now()
-		if err := fillLogFrom(ctx, pool, have, n); err != nil {
+		if err := fillLogFrom(ctx, pool, have, n, nil); err != nil {
 			return err
 		}
 		have = n

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/personal"
@@ -98,31 +97,11 @@ func fillSealedLog(ctx context.Context, pool *pgxpool.Pool, key []byte, n int) e
 		return err
 	}
 	sealer := personal.NewSealer(keys)
-	const perUser, perTx = 10, 10_000
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for first := 0; first < n/perUser; first += perTx / perUser {
-		var rows [][]any
-		for u := first; u < first+perTx/perUser && u < n/perUser; u++ {
-			evs, err := userEvents(int64(u+1), at.Add(time.Duration(u)*time.Second))
-			if err != nil {
-				return err
-			}
-			for _, row := range evs {
-				data, err := sealer.Seal(ctx, row[5].(string), json.RawMessage(row[1].(string)), int64(u+1))
-				if err != nil {
-					return err
-				}
-				row[1] = string(data)
-			}
-			rows = append(rows, evs...)
-		}
-		if _, err := pool.CopyFrom(ctx, pgx.Identifier{"events"},
-			[]string{"uuid", "payload", "metadata", "stream_id", "version", "event_type", "schema_version", "recorded_at"},
-			pgx.CopyFromRows(rows)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return fillLogFrom(ctx, pool, 0, n, func(row []any, user int64) error {
+		data, err := sealer.Seal(ctx, row[5].(string), json.RawMessage(row[1].(string)), user)
+		row[1] = string(data)
+		return err
+	})
 }
 
 // replayRate rebuilds every read model of pool's log and returns events/s.

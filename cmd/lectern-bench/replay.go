@@ -95,12 +95,13 @@ func replayBench(ctx context.Context, base string) error {
 // of 10 000: ten events per user (sign-up, an agent created and edited, a
 // few-shot example, a session started with four turns and a settings change).
 func fillLog(ctx context.Context, pool *pgxpool.Pool, n int) error {
-	return fillLogFrom(ctx, pool, 0, n)
+	return fillLogFrom(ctx, pool, 0, n, nil)
 }
 
 // fillLogFrom is fillLog for a log that holds the first have events
-// fillLog writes (a multiple of ten): it writes the next up to n.
-func fillLogFrom(ctx context.Context, pool *pgxpool.Pool, have, n int) error {
+// fillLog writes (a multiple of ten): it writes the next up to n. seal, if
+// set, rewrites each row (the user's) before it is written.
+func fillLogFrom(ctx context.Context, pool *pgxpool.Pool, have, n int, seal func(row []any, user int64) error) error {
 	const perUser, perTx = 10, 10_000
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for first := have / perUser; first < n/perUser; first += perTx / perUser {
@@ -109,6 +110,14 @@ func fillLogFrom(ctx context.Context, pool *pgxpool.Pool, have, n int) error {
 			evs, err := userEvents(int64(u+1), at.Add(time.Duration(u)*time.Second))
 			if err != nil {
 				return err
+			}
+			for _, row := range evs {
+				if seal == nil {
+					break
+				}
+				if err := seal(row, int64(u+1)); err != nil {
+					return err
+				}
 			}
 			rows = append(rows, evs...)
 		}

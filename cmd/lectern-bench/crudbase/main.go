@@ -30,6 +30,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/auth"
+	"lectern/queries"
 )
 
 // timeFormat is Lectern's wire format of timestamps (api/respond.go).
@@ -207,16 +208,6 @@ func (s *server) createAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, a)
 }
 
-// sessionsPageSQL is queries.sessionsPageSQL.
-const sessionsPageSQL = `
-	SELECT COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0),
-		id, user_id, class_id, project_id, agent_id, knowledge_ids, title, notes, created_at, updated_at
-	FROM practice_sessions
-	WHERE user_id = $1
-	  AND id <= (SELECT id FROM practice_sessions WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $3)
-	ORDER BY id DESC
-	LIMIT $2`
-
 type sessionJSON struct {
 	SessionID    int64   `json:"session_id"`
 	UserID       int64   `json:"user_id"`
@@ -251,7 +242,7 @@ func (s *server) listSessions(w http.ResponseWriter, r *http.Request) {
 		size = v
 	}
 	out := sessionList{Items: make([]sessionJSON, 0, size), Page: page, Size: size}
-	rows, err := s.db.Query(r.Context(), sessionsPageSQL, user, size, (page-1)*size)
+	rows, err := s.db.Query(r.Context(), queries.SessionsPageSQL, user, size, (page-1)*size)
 	if err != nil {
 		fail(w, http.StatusInternalServerError, "Internal Server Error")
 		return
