@@ -195,7 +195,8 @@ func elements(data []byte) ([][]byte, bool) {
 // with (the old value in, the new one out), and the old value (nil when obj
 // has no such member: then obj is returned as it is).
 func replaceMember(obj []byte, key string, with func(old []byte) []byte) (out, old []byte, ok bool) {
-	ms, ok := members(obj, nil)
+	var buf [16]member
+	ms, ok := members(obj, buf[:0])
 	if !ok {
 		return nil, nil, false
 	}

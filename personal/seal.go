@@ -84,7 +84,7 @@ func (s *Sealer) Seal(ctx context.Context, eventType string, data json.RawMessag
 		return data, nil
 	}
 	if r.scannable() {
-		if ms, ok := members(data, make([]member, 0, 12)); ok {
+		if ms, ok := members(data, make([]member, 0, 16)); ok {
 			if out, ok, err := s.sealMembers(ctx, eventType, r, data, ms, actor); ok || err != nil {
 				return out, err
 			}
@@ -154,7 +154,7 @@ func (s *Sealer) Open(ctx context.Context, eventType string, data json.RawMessag
 		return data, nil
 	}
 	if r.scannable() {
-		if ms, ok := members(data, make([]member, 0, 12)); ok {
+		if ms, ok := members(data, make([]member, 0, 16)); ok {
 			if out, ok, err := s.openMembers(ctx, eventType, r, ms); ok || err != nil {
 				return out, err
 			}
@@ -292,7 +292,7 @@ func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms [
 				return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 			}
 			var ok bool
-			if values, ok = members(plain, make([]member, 0, len(r.fields))); !ok {
+			if values, ok = members(plain, make([]member, 0, 8)); !ok {
 				return nil, false, nil
 			}
 		}

@@ -116,3 +116,27 @@ func (s *Store) ScanAll(ctx context.Context, after, end eventstore.Position, lim
 		return fn(e)
 	})
 }
+
+// Prefetching is a store whose reads of the log load, with one statement a
+// page, the keys that opening the page's events will need, and leave them
+// sealed: for readers that open events themselves (the registry's OpenWith),
+// such as a replay, which decodes pages side by side.
+type Prefetching struct {
+	eventstore.Store
+	sealer *Sealer
+}
+
+// NewPrefetching wraps inner.
+func NewPrefetching(inner eventstore.Store, sealer *Sealer) *Prefetching {
+	return &Prefetching{Store: inner, sealer: sealer}
+}
+
+// ReadAll implements eventstore.Store: the events come out as stored, their
+// keys cached.
+func (p *Prefetching) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
+	evs, err := p.Store.ReadAll(ctx, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	return evs, p.sealer.Prefetch(ctx, evs)
+}

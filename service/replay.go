@@ -23,14 +23,13 @@ func NewReplayer(ctx context.Context, cfg Config) (*projections.Replayer, func()
 	if err != nil {
 		return nil, nil, err
 	}
-	// Sealed events are opened by the store, a page at a time, so that each
-	// page's keys come in one statement (the registry then finds nothing
-	// sealed left to open).
+	// Each page's keys come in one statement; the registry opens the
+	// events where the replay decodes them, pages side by side.
 	opened := func(s eventstore.Store) eventstore.Store {
 		if sealer == nil {
 			return s
 		}
-		return personal.NewStore(s, sealer)
+		return personal.NewPrefetching(s, sealer)
 	}
 	if es != nil {
 		r.Store, r.Checkpoints = opened(es), projections.ESDBCheckpoints{}
