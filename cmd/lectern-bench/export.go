@@ -13,7 +13,6 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -119,7 +118,7 @@ func exportBench(ctx context.Context, base string) error {
 	fmt.Println("  in text and in binary format, each round;")
 	fmt.Println("  export/s: history.Export in this process into io.Discard, with the CLI's store (personal fields opened);")
 	fmt.Println("  CLI: the lectern binary's `events export -o /dev/null`, start to exit; peak heap: the in-process")
-	fmt.Println("  export's peak HeapInuse above the heap before it; CLI peak RSS: the child's VmHWM (ru_maxrss);")
+	fmt.Println("  export's peak HeapInuse above the heap before it; CLI peak RSS: the child's VmHWM (/proc, polled);")
 	fmt.Println("  paged/s: the same export through ReadAll pages and encoding/json (the way before the store scanned).")
 	fmt.Println()
 	return nil
@@ -234,16 +233,32 @@ func exportCLI(ctx context.Context, base, dbName string, n int) (float64, float6
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	start := time.Now()
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return 0, 0, err
+	}
+	// The child's high-water mark, read until it exits (its /proc entry
+	// goes with it).
+	var rss float64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			r, err := peakRSS(cmd.Process.Pid)
+			if err != nil {
+				return
+			}
+			rss = max(rss, r)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	err = cmd.Wait()
+	elapsed := time.Since(start)
+	<-done
+	if err != nil {
 		return 0, 0, fmt.Errorf("lectern events export: %w\n%s", err, stderr.String())
 	}
-	elapsed := time.Since(start)
 	if want := fmt.Sprintf("exported %d events", n); !strings.Contains(stderr.String(), want) {
 		return 0, 0, fmt.Errorf("lectern events export: want %q in\n%s", want, stderr.String())
-	}
-	var rss float64
-	if u, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = float64(u.Maxrss) / 1024 // KiB on Linux
 	}
 	return float64(n) / elapsed.Seconds(), rss, nil
 }
