@@ -35,7 +35,7 @@ func masterKey(t *testing.T) []byte {
 // erased subject gets no key again.
 func TestKeysInPostgreSQL(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.Pool(t)
+	db := pgtest.Fresh(t) // user-41 is erased below, for good
 	master := masterKey(t)
 	a, err := personal.NewKeys(db, master)
 	if err != nil {
