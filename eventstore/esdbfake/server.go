@@ -242,7 +242,12 @@ func (d *db) write(st *streamState, stream string, id uuid.UUID, meta map[string
 	return r
 }
 
+// notify wakes the subscribers; the caller holds mu. Once closed, the
+// channel is closed already (close told the subscribers).
 func (d *db) notify() {
+	if d.closed {
+		return
+	}
 	close(d.changed)
 	d.changed = make(chan struct{})
 }

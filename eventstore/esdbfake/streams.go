@@ -208,6 +208,11 @@ func (d *db) recent(r *record) bool {
 func (d *db) append(name string, exp expectation, events []proposed) (*streams.AppendResp, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.closed {
+		// Stopped while this append was on its way, as a real server's
+		// in-flight writes fail when it goes down.
+		return nil, status.Error(codes.Unavailable, "server is shutting down")
+	}
 	st := d.streams[name]
 	if st != nil && st.tombstoned {
 		return nil, deletedError(name)
