@@ -83,6 +83,16 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 	if wrapped == nil {
 		return nil, ErrErased
 	}
+	aead, err := k.unwrap(subject, wrapped)
+	if err != nil {
+		return nil, err
+	}
+	k.remember(subject, aead)
+	return aead, nil
+}
+
+// unwrap opens the subject's wrapped key under the master key.
+func (k *Keys) unwrap(subject string, wrapped []byte) (cipher.AEAD, error) {
 	n := k.master.NonceSize()
 	if len(wrapped) < n {
 		return nil, fmt.Errorf("personal: the key of %s is damaged", subject)
@@ -91,12 +101,7 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 	if err != nil {
 		return nil, fmt.Errorf("personal: unwrap the key of %s (is LECTERN_DATA_KEY the one it was made with?): %w", subject, err)
 	}
-	aead, err := newAEAD(raw)
-	if err != nil {
-		return nil, err
-	}
-	k.remember(subject, aead)
-	return aead, nil
+	return newAEAD(raw)
 }
 
 func (k *Keys) remember(subject string, aead cipher.AEAD) {
@@ -129,7 +134,6 @@ func (k *Keys) Prefetch(ctx context.Context, subjects []string) error {
 		return err
 	}
 	defer rows.Close()
-	n := k.master.NonceSize()
 	for rows.Next() {
 		var subject string
 		var wrapped []byte
@@ -140,18 +144,9 @@ func (k *Keys) Prefetch(ctx context.Context, subjects []string) error {
 			k.remember(subject, nil) // erased
 			continue
 		}
-		if len(wrapped) < n {
-			continue // Key says what is wrong
-		}
-		raw, err := k.master.Open(nil, wrapped[:n], wrapped[n:], []byte(subject))
-		if err != nil {
-			continue // Key says what is wrong
-		}
-		aead, err := newAEAD(raw)
-		if err != nil {
-			return err
-		}
-		k.remember(subject, aead)
+		if aead, err := k.unwrap(subject, wrapped); err == nil {
+			k.remember(subject, aead)
+		} // else Key, asked for it, says what is wrong
 	}
 	return rows.Err()
 }
