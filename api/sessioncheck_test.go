@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 // Requests that arrive while a session lookup is in flight share the next
@@ -72,11 +73,13 @@ func TestSessionChecksShareALookup(t *testing.T) {
 		}()
 	}
 	ask(0, ids[0], sessions[0])
-	waitFor(t, "the first lookup to wait on the lock", func() (bool, error) {
+	poll.Must(t, 10*time.Second, "the first lookup waiting on the lock", func() bool {
 		var waiting bool
-		err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting)
-		return waiting, err
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
 	})
 	// Revoked after the first lookup began, before the others arrive.
 	if _, err := pool.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = $1`, sessions[3]); err != nil {
@@ -87,10 +90,10 @@ func TestSessionChecksShareALookup(t *testing.T) {
 	}
 	ask(n, ids[1], sessions[1]) // the same question twice in one batch
 	ask(n+1, unknown, uuid.New())
-	waitFor(t, "the other requests to queue", func() (bool, error) {
+	poll.Must(t, 10*time.Second, "the other requests queued", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return len(c.queued) == n+1, nil
+		return len(c.queued) == n+1
 	})
 	if err := lock.Rollback(ctx); err != nil {
 		t.Fatal(err)
@@ -144,23 +147,5 @@ func TestSessionCheckOfAGoneClient(t *testing.T) {
 	q, err := c.check(ctx, 1, uuid.New())
 	if err != nil || q.known {
 		t.Fatalf("the next check: %v, known %v; want an answer, unknown user", err, q != nil && q.known)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, err := cond()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"lectern/history"
 	"lectern/personal"
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 // paged hides a store's ScanAll: the export then reads it a page at a time
@@ -97,15 +98,12 @@ func TestScannedExportIsThePagedOne(t *testing.T) {
 	// ended, and the cluster is shared with the package's other tests.
 	const appended = 6 + 13 + 1
 	var all []eventstore.RecordedEvent
-	for deadline := time.Now().Add(10 * time.Second); len(all) < appended; {
+	poll.Must(t, 10*time.Second, "every appended event in the log", func() bool {
 		if all, err = pg.ReadAll(ctx, eventstore.Position{}, 0); err != nil {
 			t.Fatal(err)
 		}
-		if len(all) < appended && time.Now().After(deadline) {
-			t.Fatalf("the log shows %d of the %d events appended after 10 s", len(all), appended)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(all) == appended
+	})
 	for _, f := range []history.Filter{
 		{},
 		{Category: "user"},
