@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -46,46 +45,10 @@ func (m *cpuMeter) now() cpuTimes {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	t := cpuTimes{client: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
-	if m.postmaster == 0 {
-		return t
+	if m.postmaster != 0 {
+		t.server, _ = clusterCPU(m.postmaster)
 	}
-	// The postmaster's own time and that of its children gone, and each
-	// living child's (a backend, a background worker).
-	ticks := int64(0)
-	if f, ok := procStat(m.postmaster); ok {
-		ticks += f[13] + f[14] + f[15] + f[16]
-	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == m.postmaster {
-			continue
-		}
-		if f, ok := procStat(pid); ok && f[3] == int64(m.postmaster) {
-			ticks += f[13] + f[14]
-		}
-	}
-	t.server = time.Duration(ticks) * time.Second / clockTicks
 	return t
-}
-
-// procStat is /proc/pid/stat's fields (numbered from 0 as in proc(5) less
-// one; the name and state read as 0).
-func procStat(pid int) ([]int64, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return nil, false
-	}
-	i := bytes.LastIndexByte(b, ')') // the name may hold spaces
-	if i < 0 {
-		return nil, false
-	}
-	f := []int64{0, 0, 0}
-	for _, s := range strings.Fields(string(b[i+2:]))[1:] {
-		n, _ := strconv.ParseInt(s, 10, 64)
-		f = append(f, n)
-	}
-	return f, len(f) > 16
 }
 
 // since is the CPU used since t.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -75,26 +74,7 @@ func startCRUD(base, dbName, jwtKey string, tokenOnly bool) (*server, error) {
 	if tokenOnly {
 		env = append(env, "CRUD_TOKEN_ONLY=1")
 	}
-	logs := &bytes.Buffer{}
-	cmd := exec.Command(bin)
-	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	s := &server{cmd: cmd, url: "http://127.0.0.1:" + port, logs: logs}
-	for start := time.Now(); ; {
-		resp, err := http.Get(s.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return s, nil
-		}
-		if time.Since(start) > 20*time.Second {
-			s.stop()
-			return nil, fmt.Errorf("crudbase did not start:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return launch(exec.Command(bin), env, port)
 }
 
 // scrapeAcquires reads Lectern's pool acquire counters from its metrics

@@ -311,52 +311,62 @@ func pooled(label string, runs []loadRun) loadRun {
 	return out
 }
 
-// procCPU is a process's user+system time from /proc/PID/stat.
-func procCPU(pid int) (time.Duration, bool) {
+// statFields are /proc/PID/stat's fields after the command name (which may
+// hold spaces): [0] state, [1] ppid, [11] utime, [12] stime, [13] cutime,
+// [14] cstime, in clock ticks.
+func statFields(pid int) ([]string, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, false
+		return nil, false
 	}
-	// Fields after the command name (which may hold spaces): state is the
-	// 3rd field, ppid the 4th, utime the 14th, stime the 15th.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, false
+		return nil, false
 	}
 	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
+	return f, len(f) > 14
+}
+
+// ticks sums the clock-tick fields of f at is.
+func ticks(f []string, is ...int) (time.Duration, bool) {
+	var sum int64
+	for _, i := range is {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		sum += n
+	}
+	return time.Duration(sum) * time.Second / clockTicks, true
+}
+
+// procCPU is a process's user+system time.
+func procCPU(pid int) (time.Duration, bool) {
+	f, ok := statFields(pid)
+	if !ok {
 		return 0, false
 	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(ut+st) * time.Second / clockTicks, true
+	return ticks(f, 11, 12)
 }
 
 func parentPID(pid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
+	f, ok := statFields(pid)
+	if !ok {
 		return 0, false
 	}
 	ppid, err := strconv.Atoi(f[1])
 	return ppid, err == nil
 }
 
-// clusterCPU sums the CPU time of a postmaster and its children (backends,
-// WAL writer, checkpointer, …). A backend that exits during a run takes its
-// time with it; the servers' pools keep theirs open.
+// clusterCPU sums the CPU time of a postmaster, of its children gone (a
+// backend that exited), and of each living child (backends, WAL writer,
+// checkpointer, …).
 func clusterCPU(postmaster int) (time.Duration, bool) {
-	total, ok := procCPU(postmaster)
+	f, ok := statFields(postmaster)
+	if !ok {
+		return 0, false
+	}
+	total, ok := ticks(f, 11, 12, 13, 14)
 	if !ok {
 		return 0, false
 	}

@@ -438,14 +438,23 @@ func startServer(ctx context.Context, base, dbName string, extraEnv ...string) (
 	if out, err := create.CombinedOutput(); err != nil && !bytes.Contains(out, []byte("already")) {
 		return nil, fmt.Errorf("users create: %w\n%s", err, out)
 	}
+	s, err := launch(exec.Command(bin, "serve"), env, port)
+	if err != nil {
+		return nil, err
+	}
+	s.dir, s.jwtKey = dir, hex.EncodeToString(key)
+	return s, nil
+}
+
+// launch starts cmd with env, serving on port, and waits for its /healthz.
+func launch(cmd *exec.Cmd, env []string, port string) (*server, error) {
 	logs := &bytes.Buffer{}
-	cmd := exec.Command(bin, "serve")
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	s := &server{cmd: cmd, url: "http://127.0.0.1:" + port, dir: dir, logs: logs, jwtKey: hex.EncodeToString(key)}
+	s := &server{cmd: cmd, url: "http://127.0.0.1:" + port, logs: logs}
 	for start := time.Now(); ; {
 		resp, err := http.Get(s.url + "/healthz")
 		if err == nil {
@@ -454,7 +463,7 @@ func startServer(ctx context.Context, base, dbName string, extraEnv ...string) (
 		}
 		if time.Since(start) > 20*time.Second {
 			s.stop()
-			return nil, fmt.Errorf("server did not start:\n%s", logs.String())
+			return nil, fmt.Errorf("%s did not start:\n%s", cmd.Path, logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
