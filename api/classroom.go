@@ -105,7 +105,8 @@ func (s *Server) classroomOperations() []operation {
 		// Courses (seed 4.13; DESIGN §7).
 		{method: http.MethodPost, path: "/partner/{partner_id}/course", id: "create_course", tag: "courses", auth: true, idempotent: true,
 			summary: "Create a course in the partner's organization", pathParams: partnerPath, body: &createCourseBody,
-			status: 201, response: "Course", errors: []int{401, 403, 404, 409}, handle: s.createCourse},
+			status: 201, response: "Course", errors: []int{401, 403, 404, 409}, location: &locatedBy{get: "get_course", id: "id"},
+			handle: s.createCourse},
 		{method: http.MethodGet, path: "/partner/{partner_id}/course", id: "list_courses", tag: "courses", auth: true,
 			summary: "List the organization's courses", pathParams: partnerPath, query: pageQuery,
 			status: 200, response: "CourseList", errors: partnerErrors, handle: s.listCourses},
@@ -119,7 +120,8 @@ func (s *Server) classroomOperations() []operation {
 		// Classes and their invite codes (seed 4.10; DESIGN §7).
 		{method: http.MethodPost, path: "/partner/{partner_id}/classes", id: "create_class", tag: "classes", auth: true, idempotent: true,
 			summary: "Create a class with its default invite codes", pathParams: partnerPath, query: createClassQuery,
-			body: &createClassBody, status: 201, response: "Class", errors: []int{401, 403, 404, 409}, handle: s.createClass},
+			body: &createClassBody, status: 201, response: "Class", errors: []int{401, 403, 404, 409},
+			location: &locatedBy{get: "get_class", id: "id"}, handle: s.createClass},
 		{method: http.MethodGet, path: "/partner/{partner_id}/classes", id: "list_classes", tag: "classes", auth: true,
 			summary: "List the organization's classes", pathParams: partnerPath, query: pageQuery,
 			status: 200, response: "ClassList", errors: partnerErrors, handle: s.listClasses},
@@ -133,7 +135,8 @@ func (s *Server) classroomOperations() []operation {
 			id: "revoke_invite_code", tag: "classes", auth: true, summary: "Revoke an invite code of a class",
 			pathParams: inviteCodePath, status: 200, response: "InviteCode", errors: partnerErrors, handle: s.revokeInviteCode},
 
-		// Enrollments (seed 4.9, 4.12; DESIGN §7).
+		// Enrollments (seed 4.9, 4.12; DESIGN §7). Their 201s send no
+		// Location: no GET reads one enrollment.
 		{method: http.MethodGet, path: "/partner/{partner_id}/classes/{class_id}/enrollments", id: "list_class_enrollments",
 			tag: "enrollments", auth: true, summary: "List a class's enrollments", pathParams: classPath, query: pageQuery,
 			status: 200, response: "EnrollmentList", errors: partnerErrors, handle: s.listClassEnrollments},

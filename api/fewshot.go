@@ -42,7 +42,8 @@ func (s *Server) fewShotOperations() []operation {
 	return []operation{
 		{method: http.MethodPost, path: "/user/practice/few-shot-examples", id: "create_few_shot_example", tag: "practice",
 			auth: true, idempotent: true, summary: "Add a few-shot example to my library", body: &createFewShotBody,
-			status: 201, response: "FewShotExample", errors: []int{401, 409}, handle: s.createFewShot},
+			status: 201, response: "FewShotExample", errors: []int{401, 409},
+			location: &locatedBy{get: "get_few_shot_example", id: "example_id"}, handle: s.createFewShot},
 		{method: http.MethodGet, path: "/user/practice/few-shot-examples", id: "list_few_shot_examples", tag: "practice",
 			auth: true, summary: "List my few-shot examples, oldest first", query: listFewShotQuery, status: 200,
 			response: "FewShotExampleList", errors: []int{401}, handle: s.listFewShots},

@@ -50,7 +50,8 @@ func (s *Server) knowledgeOperations() []operation {
 	return []operation{
 		{method: http.MethodPost, path: "/user/document", id: "upload_document", tag: "knowledge", auth: true,
 			summary: "Upload a knowledge document: JSON {title, content}, or multipart/form-data with a file (text, Markdown, PDF)",
-			ownBody: &createDocumentBody, status: 201, response: "KnowledgeDocument", errors: []int{401}, handle: s.createDocument},
+			ownBody: &createDocumentBody, status: 201, response: "KnowledgeDocument", errors: []int{401},
+			location: &locatedBy{get: "get_document", id: "knowledge_id"}, handle: s.createDocument},
 		{method: http.MethodGet, path: "/user/document", id: "list_documents", tag: "knowledge", auth: true,
 			summary: "List my knowledge documents, oldest first", query: pageQuery, status: 200,
 			response: "KnowledgeDocumentList", errors: []int{401}, handle: s.listDocuments},

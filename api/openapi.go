@@ -108,6 +108,8 @@ func responseHeaders() schema {
 		"X-Projection-Pending": schema{"description": "\"true\" when a read model had not applied the write (or X-Min-Position) within 2 s",
 			"schema": schema{"type": "string", "enum": []string{"true"}}},
 		"Retry-After": schema{"description": "Seconds to wait before trying again", "schema": schema{"type": "integer", "minimum": 1}},
+		"Location": schema{"description": "The path (relative to the server) of the GET that reads the created resource",
+			"schema": schema{"type": "string", "format": "uri-reference"}},
 	}
 }
 
@@ -165,6 +167,9 @@ func (s *Server) openAPI() ([]byte, error) {
 		}
 		if op.auth && write {
 			successHeaders["X-Event-Position"] = headerRef("X-Event-Position")
+		}
+		if op.location != nil {
+			successHeaders["Location"] = headerRef("Location")
 		}
 		success := schema{"description": http.StatusText(op.status), "headers": successHeaders}
 		if op.response != "" {

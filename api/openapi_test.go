@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -202,4 +203,104 @@ func TestOpenAPIMinScoreRoundTrips(t *testing.T) {
 	check(request, sent, true)
 	wantStatus(t, e.do(t, "PATCH", documentPath(id)+"/settings/search", map[string]any{"min_score": str(t, res, "min_score")}, u.Access),
 		http.StatusOK)
+}
+
+// headerDoc is the document as far as its response headers go.
+type headerDoc struct {
+	Paths map[string]map[string]struct {
+		OperationID string `json:"operationId"`
+		Security    []any  `json:"security"`
+		Responses   map[string]struct {
+			Headers map[string]struct {
+				Ref string `json:"$ref"`
+			} `json:"headers"`
+		} `json:"responses"`
+	} `json:"paths"`
+	Components struct {
+		Headers map[string]struct {
+			Description string         `json:"description"`
+			Schema      map[string]any `json:"schema"`
+		} `json:"headers"`
+	} `json:"components"`
+}
+
+// locatedOperations are the operations whose 201 says in Location where the
+// created resource is read: those whose resource has a GET of its own.
+var locatedOperations = []string{
+	"create_agent", "create_class", "create_course", "create_few_shot_example", "run_practice_session", "upload_document",
+}
+
+// The document declares the headers generated clients need: X-Request-ID on
+// every response; X-Projection-Pending on every authenticated success, and
+// X-Event-Position on those of writes; Retry-After on 429 and 503; Location
+// on the 201s of locatedOperations, and nowhere else.
+func TestOpenAPIDeclaresHeaders(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	var doc headerDoc
+	if err := json.Unmarshal(e.doc.raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"X-Request-ID", "X-Event-Position", "X-Projection-Pending", "Retry-After", "Location"} {
+		h, ok := doc.Components.Headers[name]
+		if !ok || h.Description == "" || h.Schema["type"] == nil {
+			t.Errorf("components.headers.%s: %+v, want a description and a schema", name, h)
+		}
+	}
+
+	var located []string
+	var authWrites, retries int
+	for path, item := range doc.Paths {
+		for method, op := range item {
+			name := strings.ToUpper(method) + " " + path
+			auth := len(op.Security) > 0
+			for status, r := range op.Responses {
+				code, err := strconv.Atoi(status)
+				if err != nil {
+					t.Errorf("%s: status %q", name, status)
+					continue
+				}
+				declares := func(header string) bool {
+					h, ok := r.Headers[header]
+					if ok && h.Ref != "#/components/headers/"+header {
+						t.Errorf("%s %s: header %s refers to %q, want its component", name, status, header, h.Ref)
+					}
+					return ok
+				}
+				want := map[string]bool{
+					"X-Request-ID":         true,
+					"X-Projection-Pending": auth && code < 300,
+					"X-Event-Position":     auth && code < 300 && method != "get",
+					"Retry-After":          code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable,
+				}
+				for header, w := range want {
+					if w && !declares(header) {
+						t.Errorf("%s %s does not declare %s", name, status, header)
+					}
+				}
+				if !want["Retry-After"] && declares("Retry-After") {
+					t.Errorf("%s %s declares Retry-After, which only a 429 or 503 sends", name, status)
+				}
+				if want["X-Event-Position"] {
+					authWrites++
+				}
+				if want["Retry-After"] {
+					retries++
+				}
+				if declares("Location") {
+					if code != http.StatusCreated {
+						t.Errorf("%s %s declares Location, which only a 201 sends", name, status)
+					}
+					located = append(located, op.OperationID)
+				}
+			}
+		}
+	}
+	if authWrites == 0 || retries == 0 {
+		t.Errorf("%d authenticated writes and %d 429 or 503 answers: the check saw nothing", authWrites, retries)
+	}
+	slices.Sort(located)
+	if diff := cmp.Diff(locatedOperations, located); diff != "" {
+		t.Errorf("operations declaring Location (-want +got):\n%s", diff)
+	}
 }

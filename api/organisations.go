@@ -54,6 +54,8 @@ var (
 
 // organisationOperations are organisations, partners and promotion requests.
 func (s *Server) organisationOperations() []operation {
+	// Their 201s send no Location: no GET reads one organization, partner
+	// or promotion request.
 	return []operation{
 		{method: http.MethodPost, path: "/admin/organizations", id: "create_organization", tag: "administration", auth: true,
 			summary: "Create an organization (admin)", body: &createOrgBody, status: 201, response: "Organization",

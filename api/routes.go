@@ -27,6 +27,8 @@ func (s *Server) identityAndAgentOperations() []operation {
 		{method: http.MethodPost, path: "/user/email/verify-code", id: "verify_email_code", tag: "identity",
 			summary: "Verify an e-mailed code", body: &verifyBody, status: 200, response: "EmailVerification",
 			errors: []int{400, 429}, handle: s.verifyCode},
+		// No Location: no GET reads an account by its id (GET /user/me reads
+		// the caller's, which the request that signs up is not yet).
 		{method: http.MethodPost, path: "/user/signup", id: "sign_up", tag: "identity",
 			summary: "Create an account for a verified e-mail", body: &signupBody, status: 201, response: "SignUpResult",
 			errors: []int{400, 409}, handle: s.signUp},
@@ -48,7 +50,7 @@ func (s *Server) identityAndAgentOperations() []operation {
 		// Agents (seed 4.14, 4.15; DESIGN §7).
 		{method: http.MethodPost, path: "/agents", id: "create_agent", tag: "agents", auth: true, idempotent: true,
 			summary: "Create an agent", body: &createAgentBody, status: 201, response: "Agent",
-			errors: []int{401, 409}, handle: s.createAgent},
+			errors: []int{401, 409}, location: &locatedBy{get: "get_agent", id: "agent_id"}, handle: s.createAgent},
 		{method: http.MethodGet, path: "/agents", id: "list_agents", tag: "agents", auth: true,
 			summary: "List my agents", query: pageQuery, status: 200, response: "AgentList",
 			errors: authErrors, handle: s.listAgents},

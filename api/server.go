@@ -102,6 +102,9 @@ func New(deps Deps) (*Server, error) {
 	}
 	s := &Server{deps: deps, sessions: &sessionChecks{db: deps.DB}}
 	s.ops = s.operations()
+	if err := resolveLocations(s.ops, allComponents()); err != nil {
+		return nil, err
+	}
 
 	r := chi.NewRouter()
 	// Metrics outermost, so it records the 500 accessLog writes on a panic.
@@ -189,6 +192,11 @@ type operation struct {
 	errors     []int  // documented error statuses besides 422
 	idempotent bool   // honours Idempotency-Key
 	handle     func(w http.ResponseWriter, r *http.Request, in input) error
+
+	// location, on a 201, names the GET that reads what it created
+	// (locatedBy); locationPath is that GET's path, set by New.
+	location     *locatedBy
+	locationPath string
 }
 
 // serve authenticates, validates path, query and body together (every error
@@ -252,7 +260,14 @@ func (s *Server) serve(op operation) http.Handler {
 			ctx = context.WithoutCancel(ctx)
 		}
 		r = r.WithContext(ctx)
-		handle := func(ctx context.Context, w http.ResponseWriter) error { return op.handle(w, r.WithContext(ctx), in) }
+		handle := func(ctx context.Context, w http.ResponseWriter) error {
+			if op.locationPath != "" {
+				lw := &locationWriter{ResponseWriter: w, op: op, r: r, in: in}
+				defer lw.release()
+				w = lw
+			}
+			return op.handle(w, r.WithContext(ctx), in)
+		}
 		if op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
 			if err := s.idempotently(w, r, in.user.UserID, body, handle); err != nil {
 				writeError(w, r, s.deps.Logger, err)

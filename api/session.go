@@ -78,7 +78,7 @@ func (s *Server) sessionOperations() []operation {
 		{method: http.MethodPost, path: "/user/practice/sessions/run", id: "run_practice_session", tag: "practice", auth: true,
 			idempotent: true, summary: "Start a practice session in a class and run its first turn", query: runSessionQuery,
 			body: &runSessionBody, status: 201, response: "SessionTurn", errors: []int{401, 403, 404, 409, 502},
-			handle: s.runSession},
+			location: &locatedBy{get: "get_practice_session", id: "session_id"}, handle: s.runSession},
 		{method: http.MethodPost, path: "/user/practice/sessions/{session_id}/chat", id: "continue_practice_session", tag: "practice",
 			auth: true, idempotent: true, summary: "Run the next turn of my session", pathParams: sessionPath,
 			body: &chatSessionBody, status: 200, response: "SessionTurn", errors: []int{401, 403, 404, 409, 502},

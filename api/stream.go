@@ -100,7 +100,8 @@ func streamContent() schema {
 			"a blank line after each event; lines starting with ':' are heartbeats. First `session`; then, as the models " +
 			"answer, `delta` (a piece of a model's answer, in order), and per model `done` (its result) or `error` (its " +
 			"failure); last `turn`, the JSON answer, once the turn is recorded. If every model failed, the last event is " +
-			"`error` with the 502 detail and nothing is recorded. X-Event-Position and X-Projection-Pending come as trailers."},
+			"`error` with the 502 detail and nothing is recorded. X-Event-Position and X-Projection-Pending come as trailers; " +
+			"no Location is sent (the status goes out before the session is recorded): the `session` event names the session."},
 		"x-sse-events": schema{
 			"session": ref("StreamSession"),
 			"delta":   ref("StreamDelta"),
