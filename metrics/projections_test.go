@@ -54,8 +54,10 @@ func TestProjectionLags(t *testing.T) {
 	setOffset("behind", last[1].Position) // 3 events to go, the oldest recorded 2 s after the first
 
 	// Lag counts only events below the pg_snapshot_xmin horizon, which any
-	// transaction in the cluster (another test package's) may hold back for a
-	// moment: wait until all five are visible.
+	// open transaction in the cluster may hold back for a moment. Under make
+	// test the package has a cluster of its own; when DATABASE_URL is set,
+	// every test package shares that server, and another package's
+	// transaction can hold it back: wait until all five are visible.
 	var lags map[string]metrics.Lag
 	poll.Until(10*time.Second, func() bool {
 		var err error

@@ -117,10 +117,13 @@ func Pool(tb testing.TB) *pgxpool.Pool {
 }
 
 // ConsistencyWait is how long a test's service waits for its read models
-// before it answers a write. make test runs every package's tests on one
-// cluster at once, and the log's visibility horizon is the cluster's: another
-// package's open transaction (held on purpose, or a slow batch under load)
-// can hold read models back past the service's 2 s default.
+// before it answers a write. The log's visibility horizon (pg_snapshot_xmin)
+// is the cluster's. Under make test (scripts/with-postgres.sh --per-package)
+// each test package has a cluster of its own, but its tests share it, many
+// of them in parallel: one test's open transaction (held on purpose, or a
+// slow batch under load) can hold another's read models back past the
+// service's 2 s default. When DATABASE_URL is set, every test package uses
+// that one server, and other packages' transactions hold it back as well.
 const ConsistencyWait = 10 * time.Second
 
 // Fresh returns a database of its own for one test, dropped when it ends.
