@@ -485,6 +485,34 @@ func TestRefreshRotates(t *testing.T) {
 	})
 }
 
+// A revocation racing a rotation revokes the rotated token but cannot see
+// the one the rotation inserts as it commits. The family then holds a
+// revoked token, and that stops it: the new token rotates no more (and is
+// revoked in turn), and the family's access tokens are refused.
+func TestARevokedFamilyRotatesNoMore(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	res := refresh(t, e, u.Refresh)
+	wantStatus(t, res, http.StatusOK)
+	next, access := str(t, res, "refresh_token"), str(t, res, "access_token")
+	// What the race leaves: the first token revoked, the second not.
+	if _, err := e.pool.Exec(context.Background(), `UPDATE refresh_tokens SET revoked_at = now() WHERE token_hash = $1`,
+		auth.HashSecret(u.Refresh)); err != nil {
+		t.Fatal(err)
+	}
+	wantDetail(t, e.do(t, "GET", "/user/me", nil, access), http.StatusUnauthorized, "Could not validate credentials")
+	wantDetail(t, refresh(t, e, next), http.StatusUnauthorized, "Could not validate credentials")
+	var revoked bool
+	if err := e.pool.QueryRow(context.Background(), `SELECT revoked_at IS NOT NULL FROM refresh_tokens WHERE token_hash = $1`,
+		auth.HashSecret(next)).Scan(&revoked); err != nil {
+		t.Fatal(err)
+	}
+	if !revoked {
+		t.Error("the family's last token is still open after a refresh was refused for its family")
+	}
+}
+
 func TestLogout(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)

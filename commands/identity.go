@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"lectern/aggregates"
 	"lectern/auth"
@@ -387,6 +388,14 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 
 // issue creates an access token and a refresh token of family.
 func (i *Identity) issue(ctx context.Context, user aggregates.User, family uuid.UUID) (Tokens, error) {
+	return i.issueIn(ctx, i.d.DB, user, family)
+}
+
+// issueIn is issue with the refresh token inserted through db (a
+// transaction, for a rotation).
+func (i *Identity) issueIn(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, user aggregates.User, family uuid.UUID) (Tokens, error) {
 	access, exp, err := i.tokens.IssueSessionAccess(user.ID, user.Roles, family.String())
 	if err != nil {
 		return Tokens{}, err
@@ -395,7 +404,7 @@ func (i *Identity) issue(ctx context.Context, user aggregates.User, family uuid.
 	if err != nil {
 		return Tokens{}, err
 	}
-	if _, err := i.d.DB.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at) VALUES ($1, $2, $3, $4)`,
+	if _, err := db.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at) VALUES ($1, $2, $3, $4)`,
 		auth.HashSecret(refresh), user.ID, family, i.d.Now().Add(RefreshTTL)); err != nil {
 		return Tokens{}, err
 	}
@@ -405,7 +414,13 @@ func (i *Identity) issue(ctx context.Context, user aggregates.User, family uuid.
 var errBadRefresh = derrors.New(derrors.ErrUnauthenticated, "Could not validate credentials")
 
 // Refresh rotates a refresh token. Presenting a token that was already
-// rotated means it leaked: the whole family is revoked.
+// rotated means it leaked: the whole family is revoked. A family any of whose
+// tokens was revoked (a logout, a password change, a detected reuse) rotates
+// no more, even through a token issued while the revocation ran: an UPDATE
+// that revokes a family does not see a token inserted by a rotation that
+// commits under it, but it does revoke the token that rotation locked, so
+// the family keeps a revoked row (the janitor purges a family only whole).
+// The rotation and its new token commit together.
 func (i *Identity) Refresh(ctx context.Context, token string) (Tokens, error) {
 	tx, err := i.d.DB.Begin(ctx)
 	if err != nil {
@@ -427,21 +442,22 @@ func (i *Identity) Refresh(ctx context.Context, token string) (Tokens, error) {
 	if revoked != nil || !i.d.Now().Before(expires) {
 		return Tokens{}, errBadRefresh
 	}
-	if rotated != nil {
+	var familyRevoked bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM refresh_tokens WHERE family_id = $1 AND revoked_at IS NOT NULL)`,
+		family).Scan(&familyRevoked); err != nil {
+		return Tokens{}, err
+	}
+	if rotated != nil || familyRevoked {
 		if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = $1 AND revoked_at IS NULL`, family); err != nil {
 			return Tokens{}, err
 		}
 		if err := tx.Commit(ctx); err != nil {
 			return Tokens{}, err
 		}
-		i.logger.Warn("refresh token reused; token family revoked", "user_id", userID, "family_id", family)
+		if rotated != nil {
+			i.logger.Warn("refresh token reused; token family revoked", "user_id", userID, "family_id", family)
+		}
 		return Tokens{}, errBadRefresh
-	}
-	if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET rotated_at = now() WHERE token_hash = $1`, auth.HashSecret(token)); err != nil {
-		return Tokens{}, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return Tokens{}, err
 	}
 	user, _, _, err := load(ctx, i.d, eventstore.StreamName(events.CategoryUser, userID), aggregates.EvolveUser)
 	if err != nil {
@@ -450,7 +466,17 @@ func (i *Identity) Refresh(ctx context.Context, token string) (Tokens, error) {
 	if !user.Exists() {
 		return Tokens{}, errBadRefresh
 	}
-	return i.issue(ctx, user, family)
+	if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET rotated_at = now() WHERE token_hash = $1`, auth.HashSecret(token)); err != nil {
+		return Tokens{}, err
+	}
+	tokens, err := i.issueIn(ctx, tx, user, family)
+	if err != nil {
+		return Tokens{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Tokens{}, err
+	}
+	return tokens, nil
 }
 
 // Logout revokes the refresh token's family. Unknown tokens are ignored.
@@ -505,6 +531,14 @@ func (i *Identity) ChangePassword(ctx context.Context, userID int64, current, ne
 	if err != nil {
 		return Result{}, err
 	}
+	// The other sessions end first: should the change then fail, they
+	// were ended for nothing, which is harmless; ended after it, a failure
+	// between the two would answer an error for a change that happened and
+	// leave the sessions the person wanted ended open.
+	if _, err := i.d.DB.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND family_id <> $2 AND revoked_at IS NULL`,
+		userID, keep); err != nil {
+		return Result{}, err
+	}
 	// Compare-and-set on the hash the current password matched: of two
 	// changes racing with the same current password, one wins.
 	tag, err := i.d.DB.Exec(ctx, `UPDATE credentials SET password_hash = $2, updated_at = $3 WHERE user_id = $1 AND password_hash = $4`,
@@ -525,10 +559,6 @@ func (i *Identity) ChangePassword(ctx context.Context, userID int64, current, ne
 			i.logger.Error("restore a password whose change was not recorded", "user_id", userID, "error", rerr)
 		}
 		return Result{}, err
-	}
-	if _, err := i.d.DB.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND family_id <> $2 AND revoked_at IS NULL`,
-		userID, keep); err != nil {
-		return res, err
 	}
 	return res, nil
 }

@@ -77,9 +77,12 @@ func New(db *pgxpool.Pool, limiter *ratelimit.Limiter, now func() time.Time, log
 // purges are the tables and what in them has had its day. $1 is now.
 var purges = []struct{ table, where string }{
 	{"email_codes", "expires_at < $1"},
-	// A refresh token past its expiry is refused anyway; its family's
-	// revocation outlives every access token it could concern (15 minutes).
-	{"refresh_tokens", "expires_at < $1"},
+	// A refresh token past its expiry is refused anyway, but a family goes
+	// only whole, once its last token expired: its revoked rows are what
+	// refuses a token a rotation issued while the family was being revoked
+	// (commands.Identity.Refresh), and that token expires after them.
+	{"refresh_tokens", "expires_at < $1 AND NOT EXISTS (SELECT 1 FROM refresh_tokens later " +
+		"WHERE later.family_id = refresh_tokens.family_id AND later.expires_at >= $1)"},
 	{"idempotency_keys", "created_at < $1::timestamptz - interval '24 hours'"},
 }
 

@@ -120,3 +120,55 @@ func TestRunOnItsSchedule(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// A refresh-token family goes only whole: its expired, revoked token stays
+// while a later token of the family is still valid, since that revoked row
+// is what refuses the later token (commands.Identity.Refresh).
+func TestRefreshFamiliesGoWhole(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Fresh(t)
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	kept, gone := uuid.New(), uuid.New()
+	for _, row := range []struct {
+		hash    string
+		family  uuid.UUID
+		expires time.Time
+	}{
+		{"kept-revoked", kept, now.Add(-time.Minute)},
+		{"kept-later", kept, now.Add(time.Hour)},
+		{"gone-1", gone, now.Add(-time.Hour)},
+		{"gone-2", gone, now.Add(-time.Minute)},
+	} {
+		if _, err := db.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at, revoked_at) VALUES ($1, 1, $2, $3, $4)`,
+			row.hash, row.family, row.expires, now.Add(-2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := func() time.Time { return now }
+	j, err := janitor.New(db, ratelimit.New(db, clock), clock, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted, err := j.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted["refresh_tokens"] != 2 {
+		t.Errorf("%d refresh tokens deleted, want 2 (the expired family)", deleted["refresh_tokens"])
+	}
+	var left []string
+	rows, err := db.Query(ctx, `SELECT token_hash FROM refresh_tokens ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var h string
+		if err := rows.Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, h)
+	}
+	if diff := cmp.Diff([]string{"kept-later", "kept-revoked"}, left); diff != "" {
+		t.Errorf("refresh tokens after the run (-want +got):\n%s", diff)
+	}
+}
