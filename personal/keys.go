@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -81,6 +80,7 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 		return nil, err
 	}
 	if wrapped == nil {
+		k.remember(subject, nil) // erased: a tombstone, cached for good
 		return nil, ErrErased
 	}
 	aead, err := k.unwrap(subject, wrapped)
@@ -119,9 +119,14 @@ func (k *Keys) remember(subject string, aead cipher.AEAD) {
 func (k *Keys) Prefetch(ctx context.Context, subjects []string) error {
 	now := k.now()
 	var missing []string
+	seen := make(map[string]struct{}, len(subjects))
 	k.mu.Lock()
 	for _, s := range subjects {
-		if c, ok := k.cache[s]; (!ok || now.Sub(c.fetched) >= CacheTTL && c.aead != nil) && !slices.Contains(missing, s) {
+		if _, dup := seen[s]; dup {
+			continue
+		}
+		seen[s] = struct{}{}
+		if c, ok := k.cache[s]; !ok || now.Sub(c.fetched) >= CacheTTL && c.aead != nil {
 			missing = append(missing, s)
 		}
 	}

@@ -8,11 +8,19 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/eventstore"
+	"lectern/eventstore/postgres"
 	"lectern/personal"
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -119,5 +127,112 @@ func TestPrefetchLoadsAPageOfKeys(t *testing.T) {
 		if !strings.Contains(string(opened), want) {
 			t.Errorf("event %d opened to %s, want %s in it", i+1, opened, want)
 		}
+	}
+}
+
+// A tombstone is cached for good, whichever read found it: after Key met
+// the erased subject once, it asks the database nothing (its pool is
+// closed) to say so again.
+func TestKeyCachesATombstone(t *testing.T) {
+	ctx := context.Background()
+	db, _, err := pgtest.NewDatabase(ctx, pgtest.URL(t)) // closed below
+	if err != nil {
+		t.Fatal(err)
+	}
+	master := masterKey(t)
+	writer, _ := personal.NewKeys(db, master)
+	if _, err := writer.Key(ctx, "user-5", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.Erase(ctx, "user-5"); err != nil {
+		t.Fatal(err)
+	}
+	reader, _ := personal.NewKeys(db, master) // another replica
+	if _, err := reader.Key(ctx, "user-5", false); !errors.Is(err, personal.ErrErased) {
+		t.Fatalf("the erased subject's key: %v, want ErrErased", err)
+	}
+	db.Close()
+	for _, create := range []bool{false, true} {
+		if _, err := reader.Key(ctx, "user-5", create); !errors.Is(err, personal.ErrErased) {
+			t.Errorf("the erased subject's key again (create %v), the database closed: %v, want ErrErased from the cache", create, err)
+		}
+	}
+}
+
+// countingTracer counts the statements that read subject_keys.
+type countingTracer struct{ n atomic.Int32 }
+
+func (c *countingTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "subject_keys") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *countingTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// The export's scan of the log loads its keys as a reader of pages does:
+// one statement for many events' subjects, erased ones included, not one
+// per subject.
+func TestScanAllLoadsKeysWithOneStatement(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Fresh(t)
+	pg := postgres.New(pool, nil)
+	t.Cleanup(pg.Close)
+	master := masterKey(t)
+	writer, _ := personal.NewKeys(pool, master)
+	const users = 60
+	for id := int64(1); id <= users; id++ {
+		if _, err := personal.NewStore(pg, personal.NewSealer(writer)).Append(ctx, fmt.Sprintf("user-%d", id), eventstore.Any, []eventstore.EventData{
+			{ID: uuid.New(), Type: "user.signed_up", SchemaVersion: 1, Metadata: eventstore.Metadata{UserID: id},
+				Data: json.RawMessage(fmt.Sprintf(`{"user_id":%d,"email":"u%d@example.com","name":"U"}`, id, id))},
+			{ID: uuid.New(), Type: "class.created", SchemaVersion: 1, Data: json.RawMessage(`{"class_id":1}`)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := writer.Erase(ctx, personal.UserSubject(7)); err != nil {
+		t.Fatal(err)
+	}
+	poll.Must(t, 10*time.Second, "every event in the log", func() bool {
+		all, err := pg.ReadAll(ctx, eventstore.Position{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(all) == 2*users
+	})
+	end, err := pg.LogEnd(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	counter := &countingTracer{}
+	cfg := pool.Config()
+	cfg.ConnConfig.Tracer = counter
+	keysDB, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(keysDB.Close)
+	reader, _ := personal.NewKeys(keysDB, master) // nothing cached
+	var emails []string
+	n, err := personal.NewStore(pg, personal.NewSealer(reader)).ScanAll(ctx, eventstore.Position{}, end, 0, func(e *eventstore.RawEvent) error {
+		if string(e.Type) == "user.signed_up" {
+			var u struct{ Email string }
+			if err := json.Unmarshal(e.Data, &u); err != nil {
+				return err
+			}
+			emails = append(emails, u.Email)
+		}
+		return nil
+	})
+	if err != nil || n != 2*users || len(emails) != users {
+		t.Fatalf("scanned %d events (%d sign-ups), %v; want %d", n, len(emails), err, 2*users)
+	}
+	if emails[0] != "u1@example.com" || emails[6] != "erased-user-7@erased.invalid" || emails[users-1] != fmt.Sprintf("u%d@example.com", users) {
+		t.Errorf("opened e-mails %v", emails)
+	}
+	if got := counter.n.Load(); got != 1 {
+		t.Errorf("the scan of %d subjects' events read subject_keys with %d statements, want 1", users, got)
 	}
 }

@@ -340,37 +340,49 @@ type Prefetcher interface {
 
 // Prefetch loads, in one go, the keys that opening evs will need.
 func (s *Sealer) Prefetch(ctx context.Context, evs []eventstore.RecordedEvent) error {
-	p, ok := s.keys.(Prefetcher)
-	if !ok {
+	if _, ok := s.keys.(Prefetcher); !ok {
 		return nil
 	}
 	var subjects []string
 	ms := make([]member, 0, 16)
 	for _, ev := range evs {
-		if !Sealed(ev.Type, ev.Data) {
-			continue
-		}
-		var ok bool
-		if ms, ok = members(ev.Data, ms[:0]); !ok {
-			continue // Open goes the general way, and asks for its key itself
-		}
-		for _, m := range ms {
-			if string(m.key) != piiMember {
-				continue
-			}
-			env, ok := members(m.value, nil)
-			if !ok {
-				break
-			}
-			for _, e := range env {
-				if string(e.key) == "sub" && len(e.value) > 2 {
-					subjects = append(subjects, string(e.value[1:len(e.value)-1]))
-				}
-			}
+		if Sealed(ev.Type, ev.Data) {
+			subjects, ms = appendSubjects(subjects, ev.Data, ms)
 		}
 	}
-	if len(subjects) == 0 {
+	return s.prefetch(ctx, subjects)
+}
+
+// prefetch loads the keys of subjects in one go, when the key source can.
+func (s *Sealer) prefetch(ctx context.Context, subjects []string) error {
+	p, ok := s.keys.(Prefetcher)
+	if !ok || len(subjects) == 0 {
 		return nil
 	}
 	return p.Prefetch(ctx, subjects)
+}
+
+// appendSubjects appends to subjects the subject of the "pii" member of
+// sealed data, through ms (returned for reuse); data the scan does not
+// take adds none (Open goes the general way, and asks for its key itself).
+func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []member) {
+	ms, ok := members(data, ms[:0])
+	if !ok {
+		return subjects, ms
+	}
+	for _, m := range ms {
+		if string(m.key) != piiMember {
+			continue
+		}
+		env, ok := members(m.value, nil)
+		if !ok {
+			break
+		}
+		for _, e := range env {
+			if string(e.key) == "sub" && len(e.value) > 2 {
+				subjects = append(subjects, string(e.value[1:len(e.value)-1]))
+			}
+		}
+	}
+	return subjects, ms
 }

@@ -1,7 +1,6 @@
 package personal
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -99,22 +98,120 @@ var _ eventstore.LogScanner = (*Store)(nil)
 // ScanAll implements eventstore.LogScanner when the wrapped store does: the
 // events come out opened, as ReadAll's do. Only the events that may hold
 // sealed values (Sealed) are opened; the others pass as they are stored.
+//
+// The keys are loaded as a page reader's are, one statement for many
+// events: from the first sealed event on, events are copied into a batch
+// (scanBatchEvents of them, scanBatchBytes of their bytes at most: the scan's
+// memory stays flat), whose subjects' keys are prefetched before its events
+// are opened and passed on in order. Until a sealed event comes, events
+// pass as they arrive, uncopied.
 func (s *Store) ScanAll(ctx context.Context, after, end eventstore.Position, limit int, fn func(*eventstore.RawEvent) error) (int, error) {
 	sc, ok := s.inner.(eventstore.LogScanner)
 	if !ok {
 		return 0, eventstore.ErrScanUnsupported
 	}
-	return sc.ScanAll(ctx, after, end, limit, func(e *eventstore.RawEvent) error {
-		if !bytes.Contains(e.Data, piiKey) { // Open would return it as it is
+	b := &scanBatch{sealer: s.sealer, fn: fn}
+	_, err := sc.ScanAll(ctx, after, end, limit, func(e *eventstore.RawEvent) error {
+		sealed := Sealed(string(e.Type), e.Data)
+		if !sealed && len(b.evs) == 0 { // Open would return it as it is
+			b.passed++
 			return fn(e)
 		}
-		data, err := s.sealer.Open(ctx, string(e.Type), e.Data)
-		if err != nil {
-			return fmt.Errorf("event %s of %s: %w", e.ID, e.StreamID, err)
+		b.add(e, sealed)
+		if len(b.evs) >= scanBatchEvents || len(b.arena) >= scanBatchBytes {
+			return b.flush(ctx)
 		}
-		e.Data = data
-		return fn(e)
+		return nil
 	})
+	if err == nil {
+		err = b.flush(ctx)
+	}
+	return b.passed, err
+}
+
+// A batch of ScanAll holds at most scanBatchEvents events, or, past
+// scanBatchBytes of their text (an event is at most
+// eventstore.MaxAppendBytes), is passed on.
+const (
+	scanBatchEvents = 1000
+	scanBatchBytes  = 4 << 20
+)
+
+// scanBatch is ScanAll's batch: copies of the events it has not passed on
+// yet, their text in one arena, and the subjects of the sealed ones.
+type scanBatch struct {
+	sealer   *Sealer
+	fn       func(*eventstore.RawEvent) error
+	evs      []batched
+	arena    []byte
+	subjects []string
+	ms       []member
+	passed   int
+}
+
+// batched is an event of a batch: its text members are offsets in the
+// arena (which may move as it grows) until the batch is passed on.
+type batched struct {
+	e                        eventstore.RawEvent
+	stream, typ, data, meta  int // where each ends in the arena
+	sealed, nilData, nilMeta bool
+}
+
+// add copies e, which is valid only during the call, into the batch.
+func (b *scanBatch) add(e *eventstore.RawEvent, sealed bool) {
+	x := batched{e: *e, sealed: sealed, nilData: e.Data == nil, nilMeta: e.Metadata == nil}
+	x.e.StreamID, x.e.Type, x.e.Data, x.e.Metadata = nil, nil, nil, nil
+	b.arena = append(b.arena, e.StreamID...)
+	x.stream = len(b.arena)
+	b.arena = append(b.arena, e.Type...)
+	x.typ = len(b.arena)
+	b.arena = append(b.arena, e.Data...)
+	x.data = len(b.arena)
+	b.arena = append(b.arena, e.Metadata...)
+	x.meta = len(b.arena)
+	b.evs = append(b.evs, x)
+	if sealed {
+		b.subjects, b.ms = appendSubjects(b.subjects, e.Data, b.ms)
+	}
+}
+
+// flush loads the keys of the batch's subjects, in one statement, then opens
+// its events and passes them on, in order.
+func (b *scanBatch) flush(ctx context.Context) error {
+	if len(b.evs) == 0 {
+		return nil
+	}
+	if err := b.sealer.prefetch(ctx, b.subjects); err != nil {
+		return err
+	}
+	start := 0
+	for i := range b.evs {
+		x := &b.evs[i]
+		e := &x.e
+		e.StreamID = b.arena[start:x.stream:x.stream]
+		e.Type = b.arena[x.stream:x.typ:x.typ]
+		if !x.nilData {
+			e.Data = b.arena[x.typ:x.data:x.data]
+		}
+		if !x.nilMeta {
+			e.Metadata = b.arena[x.data:x.meta:x.meta]
+		}
+		start = x.meta
+		if x.sealed {
+			data, err := b.sealer.Open(ctx, string(e.Type), e.Data)
+			if err != nil {
+				return fmt.Errorf("event %s of %s: %w", e.ID, e.StreamID, err)
+			}
+			e.Data = data
+		}
+		if err := b.fn(e); err != nil {
+			return err
+		}
+		b.passed++
+	}
+	clear(b.evs) // no event's copy outlives its batch
+	b.evs, b.arena, b.subjects = b.evs[:0], b.arena[:0], b.subjects[:0]
+	return nil
 }
 
 // Prefetching is a store whose reads of the log load, with one statement a
