@@ -219,7 +219,7 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 		now := d.Now().UTC().Truncate(time.Microsecond)
 		actx, span := traceAppend(ctx, stream, len(decided))
 		meta := metadataFrom(ctx)
-		meta.TraceParent, meta.TraceState = tracing.Context(actx)
+		meta.TraceParent, meta.TraceState = traceContext(actx)
 		data := make([]eventstore.EventData, len(decided))
 		for i, e := range decided {
 			raw, err := json.Marshal(e)
@@ -282,6 +282,22 @@ func traceAppend(ctx context.Context, stream string, n int) (context.Context, tr
 	return parent.TracerProvider().Tracer("lectern/commands").Start(ctx, "append "+eventstore.Category(stream),
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(attribute.String("lectern.stream", stream), attribute.Int("messaging.batch.message_count", n)))
+}
+
+// MaxTraceState is the longest tracestate an event's metadata records: the
+// 512 bytes W3C Trace Context recommends propagating at least. The header
+// comes from the caller, untrusted, and the log is permanent: a longer one
+// is dropped (the traceparent is kept).
+const MaxTraceState = 512
+
+// traceContext is the W3C trace context ctx's span gives the events it
+// appends, its tracestate dropped past MaxTraceState.
+func traceContext(ctx context.Context) (traceparent, tracestate string) {
+	traceparent, tracestate = tracing.Context(ctx)
+	if len(tracestate) > MaxTraceState {
+		tracestate = ""
+	}
+	return traceparent, tracestate
 }
 
 // endAppend ends an append's span (nil: none), with its error.
