@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"lectern/auth"
 	"lectern/commands"
 	"lectern/eventstore"
 	"lectern/eventstore/esdb"
@@ -45,6 +46,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The suite signs up hundreds of users: at the real argon2id cost,
+	// hashing was most of its CPU under -race. Hashes record their cost,
+	// so every check below still verifies what it is given.
+	auth.UseCheapHashesInTests()
 	code := m.Run()
 	if shared != nil {
 		shared.stop()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"testing"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -41,6 +42,23 @@ var ErrMalformedHash = errors.New("malformed password hash")
 
 var b64 = base64.RawStdEncoding.Strict()
 
+// The cost of new hashes and of DummyVerify: the constants above, except in
+// a test binary that asked for UseCheapHashesInTests.
+var hashMemoryKiB, hashTime uint32 = argonMemoryKiB, argonTime
+
+// UseCheapHashesInTests makes new hashes, and DummyVerify, cost argon2id's
+// least (8 KiB, one pass). It is for a test binary that signs up and logs in
+// many users, where the real cost under the race detector was most of its
+// CPU (the api package's suite: 62%). Verification reads the parameters
+// from each stored hash, so it is unaffected. Call it before any test runs
+// (TestMain). Outside a test binary it panics: no server can be made cheap.
+func UseCheapHashesInTests() {
+	if !testing.Testing() {
+		panic("auth: UseCheapHashesInTests outside a test binary")
+	}
+	hashMemoryKiB, hashTime = 8, 1
+}
+
 // HashPassword hashes password with argon2id and a fresh random salt and
 // returns it as a PHC string:
 //
@@ -53,9 +71,9 @@ func HashPassword(password string) (string, error) {
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("auth: reading salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(password), salt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	key := argon2.IDKey([]byte(password), salt, hashTime, hashMemoryKiB, argonThreads, argonKeyLen)
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
-		argon2.Version, argonMemoryKiB, argonTime, argonThreads,
+		argon2.Version, hashMemoryKiB, hashTime, argonThreads,
 		b64.EncodeToString(salt), b64.EncodeToString(key)), nil
 }
 
@@ -84,7 +102,7 @@ var dummyKey = make([]byte, argonKeyLen)
 // unknown e-mail address, so that response time does not reveal which
 // addresses have accounts.
 func DummyVerify(password string) {
-	key := argon2.IDKey([]byte(password), dummySalt, argonTime, argonMemoryKiB, argonThreads, argonKeyLen)
+	key := argon2.IDKey([]byte(password), dummySalt, hashTime, hashMemoryKiB, argonThreads, argonKeyLen)
 	subtle.ConstantTimeCompare(key, dummyKey)
 }
 
