@@ -7,13 +7,12 @@ GO ?= go
 run:
 	scripts/run.sh
 
-# The HTTP suite runs a second time with EventStoreDB (the in-process fake)
-# as the event store: only api/ reads LECTERN_TEST_EVENT_STORE.
-# Then the API is fuzzed for FUZZTIME with malformed input (FuzzOperations;
-# its seeds already ran with the rest of the suite).
-FUZZTIME ?= 20s
+# scripts/test.sh: every package under -race, the HTTP suite a second time
+# with EventStoreDB (the in-process fake) as the event store, then the API
+# fuzzed for FUZZTIME with malformed input.
+FUZZTIME ?= 30s
 test:
-	scripts/with-postgres.sh --per-package sh -c '$(GO) test -race -count=1 ./... && LECTERN_TEST_EVENT_STORE=esdbfake $(GO) test -race -count=1 -skip FuzzOperations ./api/ && $(GO) test -count=1 -run "^$$" -fuzz "^FuzzOperations$$" -fuzztime $(FUZZTIME) ./api/'
+	scripts/with-postgres.sh --per-package env GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/test.sh
 
 # pg_stat_statements lets the bench count statements per request.
 bench:

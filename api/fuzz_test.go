@@ -149,8 +149,9 @@ func FuzzOperations(f *testing.F) {
 	bodies := fuzzBodies()
 	// Every operation gets every body, with the callers, queries, path
 	// arguments and ways of sending taken in turn. When fuzzing (make test's
-	// bounded run) each operation gets two of them: the engine first runs
-	// every seed for coverage, and the whole corpus would take its time.
+	// bounded run) each operation gets three seeds: the engine first runs
+	// every seed for coverage within -fuzztime, and 453 seeds took all of
+	// make test's 20 s, leaving no time to mutate anything.
 	fuzzing := flag.Lookup("test.fuzz") != nil && flag.Lookup("test.fuzz").Value.String() != ""
 	for i := range ops {
 		for j, body := range bodies {
@@ -160,11 +161,17 @@ func FuzzOperations(f *testing.F) {
 			f.Add(uint16(i), uint8(j%callerCount), fuzzPathArgs[j%len(fuzzPathArgs)], fuzzQueries[j%len(fuzzQueries)],
 				uint8(j%sendCount), []byte(body))
 		}
-		// Every operation as each caller with an empty body, and truncated.
+		// Every operation as each caller with an empty body (when fuzzing,
+		// one caller, in turn), and truncated.
 		for c := 0; c < callerCount; c++ {
+			if fuzzing && c != i%callerCount {
+				continue
+			}
 			f.Add(uint16(i), uint8(c), "1", "", uint8(sendJSON), []byte(`{}`))
 		}
-		f.Add(uint16(i), uint8(callerAdmin), "1", "", uint8(sendTruncated), []byte(`{"name":"a","title":"b"}`))
+		if !fuzzing {
+			f.Add(uint16(i), uint8(callerAdmin), "1", "", uint8(sendTruncated), []byte(`{"name":"a","title":"b"}`))
+		}
 	}
 
 	f.Fuzz(func(t *testing.T, opIndex uint16, caller uint8, pathArg, query string, mode uint8, body []byte) {
