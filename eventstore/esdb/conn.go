@@ -38,6 +38,7 @@ type conn struct {
 
 	mu        sync.Mutex
 	c         *client.Client
+	calls     *sync.WaitGroup // calls started on c and not yet returned
 	closed    bool
 	downUntil time.Time     // no call before this: a rebuilt client waits
 	backoff   time.Duration // the next wait after a failed discovery
@@ -48,24 +49,30 @@ func newConn(cfg *client.Configuration) (*conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("esdb: client: %w", err)
 	}
-	return &conn{cfg: cfg, c: c, backoff: minRebuildBackoff}, nil
+	return &conn{cfg: cfg, c: c, calls: new(sync.WaitGroup), backoff: minRebuildBackoff}, nil
 }
 
 // errDown is the answer while the server is known to be unreachable.
 var errDown = fmt.Errorf("esdb: the server was unreachable moments ago: %w", eventstore.ErrUnavailable)
 
+// errClosed answers calls made after Close.
+var errClosed = errors.New("esdb: store closed")
+
 // client returns the current client, or errDown while a rebuilt client waits
-// out its backoff.
-func (o *conn) client() (*client.Client, error) {
+// out its backoff. The caller makes one call on it, then calls done. (The
+// count is taken under mu, with closed, so that no call starts on a client
+// once close waits for its calls.)
+func (o *conn) client() (c *client.Client, done func(), err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closed {
-		return nil, errors.New("esdb: store closed")
+		return nil, nil, errClosed
 	}
 	if time.Now().Before(o.downUntil) {
-		return nil, errDown
+		return nil, nil, errDown
 	}
-	return o.c, nil
+	o.calls.Add(1)
+	return o.c, o.calls.Done, nil
 }
 
 // readyAt is when the next call may be tried.
@@ -99,7 +106,7 @@ func (o *conn) observe(c *client.Client, err error) {
 		if nerr != nil {
 			return // the configuration was valid when first used; keep the old one
 		}
-		o.c = next
+		o.c, o.calls = next, new(sync.WaitGroup)
 		o.downUntil = time.Now().Add(o.backoff)
 		o.backoff = min(2*o.backoff, maxRebuildBackoff)
 		return
@@ -109,14 +116,32 @@ func (o *conn) observe(c *client.Client, err error) {
 	}
 }
 
+// closeWait bounds how long close waits for the calls under way.
+const closeWait = callWait
+
+// close stops new calls, waits (closeWait at most) for those under way,
+// then closes the client. The client's Close closes a channel that a call
+// starting on it sends on (as for a client that gave up, above): closed under
+// a call, it panics the process, which a shutdown during a read did in a
+// test. A call still under way after closeWait keeps the client from being
+// closed; the process is stopping, and the garbage collector has it.
 func (o *conn) close() error {
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	if o.closed {
+		o.mu.Unlock()
 		return nil
 	}
 	o.closed = true
-	return o.c.Close()
+	c, calls := o.c, o.calls
+	o.mu.Unlock()
+	idle := make(chan struct{})
+	go func() { calls.Wait(); close(idle) }()
+	select {
+	case <-idle:
+		return c.Close()
+	case <-time.After(closeWait):
+		return fmt.Errorf("esdb: calls still under way after %v; the client was left open", closeWait)
+	}
 }
 
 // callWait bounds the wait for the client to start a call (to return a
@@ -132,24 +157,26 @@ const callWait = 5 * time.Second
 // release). An append abandoned so is safe to retry (same event ids).
 func call[T any](ctx context.Context, o *conn, f func(*client.Client) (T, error), drop func(T)) (T, error) {
 	var zero T
-	c, err := o.client()
+	c, done, err := o.client()
 	if err != nil {
 		return zero, err
 	}
 	if err := ctx.Err(); err != nil {
+		done()
 		return zero, err
 	}
 	type result struct {
 		v   T
 		err error
 	}
-	done := make(chan result) // unbuffered: a result nobody takes is dropped
+	results := make(chan result) // unbuffered: a result nobody takes is dropped
 	abandoned := make(chan struct{})
 	go func() {
 		v, err := f(c)
+		done()
 		o.observe(c, err)
 		select {
-		case done <- result{v, err}:
+		case results <- result{v, err}:
 		case <-abandoned:
 			if err == nil && drop != nil {
 				drop(v)
@@ -159,7 +186,7 @@ func call[T any](ctx context.Context, o *conn, f func(*client.Client) (T, error)
 	t := time.NewTimer(callWait)
 	defer t.Stop()
 	select {
-	case r := <-done:
+	case r := <-results:
 		return r.v, classify(r.err)
 	case <-ctx.Done():
 		close(abandoned)

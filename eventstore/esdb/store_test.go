@@ -223,3 +223,40 @@ func TestInvalidPositions(t *testing.T) {
 		t.Errorf("ReadAll after (C, 0) of the last event: %v, %v; want that event", got, err)
 	}
 }
+
+// Closing the store while a call is still waiting on its client (a read
+// whose context gave up while the server was down) must not panic: the
+// client's Close closes the channel such a call sends on. Close waits for
+// the call, or leaves that client open.
+func TestCloseWhileACallWaits(t *testing.T) {
+	srv, err := esdbfake.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := esdb.Open(ctx, srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "c-1", eventstore.NoStream, []eventstore.EventData{storetest.Event("a", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	for range 3 {
+		short, stop := context.WithTimeout(ctx, 100*time.Millisecond)
+		if _, err := s.ReadStream(short, "c-1", eventstore.Forwards, 1, 0); err == nil {
+			t.Fatal("a read succeeded while the server was down")
+		}
+		stop()
+	}
+	start := time.Now()
+	_ = s.Close()
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("Close took %v", took)
+	}
+	if _, err := s.ReadStream(ctx, "c-1", eventstore.Forwards, 1, 0); err == nil {
+		t.Error("a read succeeded after Close")
+	}
+}

@@ -24,7 +24,9 @@ package esdbfake
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"sort"
 	"strconv"
 	"sync"
@@ -66,13 +68,33 @@ func Start(t testing.TB) string {
 
 // New starts a fake server on a free 127.0.0.1 port.
 func New() (*Server, error) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := listenForRestarts()
 	if err != nil {
 		return nil, fmt.Errorf("esdbfake: listen: %w", err)
 	}
 	s := &Server{addr: lis.Addr().String(), db: newDB(time.Now)}
 	s.serve(lis)
 	return s, nil
+}
+
+// listenForRestarts listens on a free 127.0.0.1 port below the kernel's
+// range of ephemeral ports, so that Restart can listen on it again: a port
+// of that range can meanwhile become the local port of any outgoing
+// connection on the machine (seen when a loaded test run took a stopped
+// fake's port). Where no such port is found, any free port does.
+func listenForRestarts() (net.Listener, error) {
+	low := 32768 // Linux's default start of the range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		_, _ = fmt.Sscan(string(b), &low)
+	}
+	const first = 10000
+	for i := 0; i < 50 && low > first; i++ {
+		lis, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", first+rand.IntN(low-first)))
+		if err == nil {
+			return lis, nil
+		}
+	}
+	return net.Listen("tcp", "127.0.0.1:0")
 }
 
 // serve starts a gRPC server on lis; the caller holds mu or owns s.
