@@ -175,11 +175,14 @@ func sendAndLeave(t *testing.T, e *env, method, path, body, token string, header
 	}
 }
 
-// accessLine waits for the request's access-log line.
+// accessLine waits for the request's access-log line. The server gives up
+// on the read's X-Min-Position after ConsistencyWait at the latest, so the
+// line comes by then with time to spare; a failure shows what the log
+// holds of the request.
 func accessLine(t *testing.T, e *env, requestID string) map[string]any {
 	t.Helper()
 	var found map[string]any
-	poll.Must(t, pgtest.ConsistencyWait+5*time.Second, "an access-log line for request "+requestID, func() bool {
+	ok := poll.Until(3*pgtest.ConsistencyWait, func() bool {
 		for _, line := range e.logs.of(requestID) {
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "http" {
@@ -189,6 +192,9 @@ func accessLine(t *testing.T, e *env, requestID string) map[string]any {
 		}
 		return false
 	})
+	if !ok {
+		t.Fatalf("no access-log line for request %s after %v; its lines: %q", requestID, 3*pgtest.ConsistencyWait, e.logs.of(requestID))
+	}
 	return found
 }
 
