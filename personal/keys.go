@@ -23,7 +23,7 @@ type Keys struct {
 	master cipher.AEAD
 	now    func() time.Time
 
-	mu    sync.Mutex
+	mu    sync.RWMutex // readers of a page open its events side by side
 	cache map[string]cachedKey
 }
 
@@ -34,6 +34,12 @@ type cachedKey struct {
 
 // CacheTTL bounds how long a replica may use a key another replica erased.
 const CacheTTL = 5 * time.Second
+
+// lookupTimeout bounds a key look-up in the database when the caller set
+// no deadline: a cached key needs none, and readers that open an event at a
+// time (a replay's decoders) pass context.Background() rather than set up a
+// deadline for every event.
+const lookupTimeout = 10 * time.Second
 
 // maxCached bounds the cache; past it, it starts afresh.
 const maxCached = 100_000
@@ -60,14 +66,19 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 
 // Key implements KeySource.
 func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEAD, error) {
-	k.mu.Lock()
+	k.mu.RLock()
 	c, ok := k.cache[subject]
-	k.mu.Unlock()
+	k.mu.RUnlock()
 	if ok && c.aead == nil {
 		return nil, ErrErased
 	}
 	if ok && k.now().Sub(c.fetched) < CacheTTL {
 		return c.aead, nil
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, lookupTimeout)
+		defer cancel()
 	}
 	wrapped, err := k.load(ctx, subject)
 	if errors.Is(err, pgx.ErrNoRows) && create {

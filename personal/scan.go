@@ -71,14 +71,23 @@ func skipSpace(data []byte, i int) int {
 }
 
 // stringEnd returns the index after the string starting at data[i] ('"').
+// It jumps from quote to quote (IndexByte is vectorised): a quote ends the
+// string unless an odd run of backslashes escapes it.
 func stringEnd(data []byte, i int) int {
-	for j := i + 1; j < len(data); j++ {
-		switch data[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
+	for j := i + 1; j < len(data); {
+		k := bytes.IndexByte(data[j:], '"')
+		if k < 0 {
+			return -1
 		}
+		q := j + k
+		escapes := 0
+		for p := q - 1; p > i && data[p] == '\\'; p-- {
+			escapes++
+		}
+		if escapes%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
 	}
 	return -1
 }
@@ -160,12 +169,14 @@ func (r rule) nestedUnder(key []byte) []field {
 }
 
 // elements splits the JSON array data, or reports false.
-func elements(data []byte) ([][]byte, bool) {
+func elements(data []byte) ([][]byte, bool) { return appendElements(nil, data) }
+
+// appendElements is elements appending to out.
+func appendElements(out [][]byte, data []byte) ([][]byte, bool) {
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '[' {
 		return nil, false
 	}
-	var out [][]byte
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == ']' {
 		return out, skipSpace(data, i+1) == len(data)
@@ -250,37 +261,62 @@ func takeNested(value []byte, f field, placeholder []byte) (out, taken []byte, o
 	return append(out, ']'), append(taken, ']'), true
 }
 
-// putNested sets f (one level below the top) in value to sealed, as
-// takeNested took it.
-func putNested(value []byte, f field, sealed []byte) ([]byte, bool) {
+// appendPutNested appends value with f (one level below the top) set to
+// sealed, as takeNested took it, to dst: written in one pass, since opening
+// a log (a replay) does it for every event.
+func appendPutNested(dst, value []byte, f field, sealed []byte) ([]byte, bool) {
 	if string(value) == "null" {
-		return value, true
+		return append(dst, value...), true
 	}
 	leaf := f.path[1]
 	if !strings.HasSuffix(f.path[0], "[]") {
-		out, _, ok := replaceMember(value, leaf, func([]byte) []byte { return sealed })
-		return out, ok
+		return appendReplaced(dst, value, leaf, sealed)
 	}
-	elems, ok := elements(value)
+	var ebuf, vbuf [8][]byte
+	elems, ok := appendElements(ebuf[:0], value)
 	if !ok {
 		return nil, false
 	}
-	vals, ok := elements(sealed)
+	vals, ok := appendElements(vbuf[:0], sealed)
 	if !ok || len(vals) != len(elems) {
 		return nil, false
 	}
-	out := append(make([]byte, 0, len(value)+len(sealed)), '[')
+	dst = append(dst, '[')
 	for i, el := range elems {
-		newEl, _, ok := replaceMember(el, leaf, func([]byte) []byte { return vals[i] })
-		if !ok {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if dst, ok = appendReplaced(dst, el, leaf, vals[i]); !ok {
 			return nil, false
 		}
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, newEl...)
 	}
-	return append(out, ']'), true
+	return append(dst, ']'), true
+}
+
+// appendReplaced appends the object obj, its member key's value (if it has
+// one) replaced by value, to dst.
+func appendReplaced(dst, obj []byte, key string, value []byte) ([]byte, bool) {
+	var buf [16]member
+	ms, ok := members(obj, buf[:0])
+	if !ok {
+		return nil, false
+	}
+	start := len(dst)
+	dst = append(dst, '{')
+	for _, m := range ms {
+		v := m.value
+		if string(m.key) == key {
+			v = value
+		}
+		if len(dst) > start+1 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = append(dst, m.key...)
+		dst = append(dst, '"', ':')
+		dst = append(dst, v...)
+	}
+	return append(dst, '}'), true
 }
 
 // subjectOf is subject over scanned members.

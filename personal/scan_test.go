@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestMembersSplitsTheTopLevel(t *testing.T) {
@@ -20,6 +21,7 @@ func TestMembersSplitsTheTopLevel(t *testing.T) {
 		`{"a":"x\"}y","b":[1,{"c":"]"}],"c":{"d":"{"},"e":null,"f":true,"g":-1.5e3}`,
 		"{\n \"a\" : \"\\\\\" ,\t\"b\": []\n}",
 		`{"name":"héllo ☃","n":0}`,
+		`{"a":"x\\\\","b":"\\\"q\\\\\\\"","c":["\\\\",""]}`,
 	} {
 		got, ok := members([]byte(in), nil)
 		if !ok {
@@ -44,6 +46,31 @@ func TestMembersSplitsTheTopLevel(t *testing.T) {
 			t.Errorf("%s: split, want refused (the general path takes it)", in)
 		}
 	}
+}
+
+// members agrees with encoding/json on every valid JSON object it splits
+// (events are written by encoding/json: members need not validate): a
+// member's value is the one encoding/json sees; what it refuses goes the
+// general way, so the byte-level path can only be faster, never different.
+func FuzzMembersAgreesWithEncodingJSON(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"a":"x\\\"}y","b":[1,{"c":"]"}]}`, `{"a":"\\\\"}`, `{"a":"\\\\\\"}"}`, `{"a":[1}`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var want map[string]json.RawMessage
+		if !utf8.Valid(in) || json.Unmarshal(in, &want) != nil {
+			return // encoding/json writes neither
+		}
+		got, ok := members(in, nil)
+		if !ok {
+			return
+		}
+		for _, m := range got {
+			if w, ok := want[string(m.key)]; !ok || !json.Valid(m.value) || len(got) == len(want) && string(w) != string(m.value) {
+				t.Fatalf("%q: member %q = %s, encoding/json has %s", in, m.key, m.value, w)
+			}
+		}
+	})
 }
 
 type oneKey struct{ aead cipher.AEAD }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/cipher"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -207,7 +208,47 @@ func (s *Sealer) openGeneral(ctx context.Context, eventType string, r rule, data
 	return gojson.Marshal(top)
 }
 
-func additional(eventType, subject string) []byte { return []byte(eventType + "\x00" + subject) }
+func additional(eventType, subject string) []byte { return appendAdditional(nil, eventType, subject) }
+
+// appendAdditional appends the additional data that binds sealed values to
+// their event type and subject.
+func appendAdditional(dst []byte, eventType, subject string) []byte {
+	dst = append(dst, eventType...)
+	dst = append(dst, 0)
+	return append(dst, subject...)
+}
+
+// parseEnvelope reads a "pii" member's value: the subject and the nonce and
+// ciphertext (decoded into a slice of the caller's own). The member as
+// appendEnvelope writes it is read by hand; any other spelling of it
+// through go-json.
+func parseEnvelope(raw []byte) (subject string, sealed []byte, err error) {
+	if rest, ok := bytes.CutPrefix(raw, envelopeStart); ok {
+		if i := bytes.IndexByte(rest, '"'); i > 0 {
+			sub, b64 := rest[:i], rest[i+1:]
+			if b64, ok = bytes.CutPrefix(b64, envelopeMiddle); ok {
+				if b64, ok = bytes.CutSuffix(b64, envelopeEnd); ok && bytes.IndexByte(sub, '\\') < 0 {
+					sealed = make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+					n, err := base64.StdEncoding.Decode(sealed, b64)
+					if err == nil {
+						return string(sub), sealed[:n], nil
+					}
+				}
+			}
+		}
+	}
+	var env envelope
+	if err := gojson.Unmarshal(raw, &env); err != nil {
+		return "", nil, err
+	}
+	return env.Subject, env.Sealed, nil
+}
+
+var (
+	envelopeStart  = []byte(`{"sub":"`)
+	envelopeMiddle = []byte(`,"ct":"`)
+	envelopeEnd    = []byte(`"}`)
+)
 
 // sealMembers is Seal over the scanned top-level members of data, for a
 // scannable rule; false when a member's value is not what the scan expects
@@ -273,21 +314,23 @@ func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms [
 	}
 	var values []member
 	if raw != nil {
-		var env envelope
-		if err := gojson.Unmarshal(raw, &env); err != nil {
+		subject, sealed, err := parseEnvelope(raw)
+		if err != nil {
 			return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 		}
-		aead, err := s.keys.Key(ctx, env.Subject, false)
+		aead, err := s.keys.Key(ctx, subject, false)
 		switch {
 		case errors.Is(err, ErrErased): // the placeholders stand
 		case err != nil:
 			return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 		default:
 			n := aead.NonceSize()
-			if len(env.Sealed) < n {
+			if len(sealed) < n {
 				return nil, false, fmt.Errorf("personal: open %s: sealed values too short", eventType)
 			}
-			plain, err := aead.Open(nil, env.Sealed[:n], env.Sealed[n:], additional(eventType, env.Subject))
+			var ad [64]byte
+			// In place: sealed is this call's own (decoded from base64).
+			plain, err := aead.Open(sealed[n:n], sealed[:n], sealed[n:], appendAdditional(ad[:0], eventType, subject))
 			if err != nil {
 				return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 			}
@@ -305,7 +348,14 @@ func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms [
 		}
 		return nil
 	}
-	out := make([]byte, 1, len(ms)*16+64)
+	size := 2
+	for _, m := range ms {
+		size += len(m.key) + len(m.value) + 4
+	}
+	for _, v := range values {
+		size += len(v.value)
+	}
+	out := make([]byte, 1, size)
 	out[0] = '{'
 	for _, m := range ms {
 		if string(m.key) == piiMember {
@@ -316,19 +366,39 @@ func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms [
 			if sv := sealedValue(f.name()); sv != nil {
 				v = sv
 			}
-		} else {
-			for _, f := range r.nestedUnder(m.key) {
-				sv := sealedValue(f.name())
-				if sv == nil {
-					continue
-				}
+			out = appendMember(out, m.key, v)
+			continue
+		}
+		nested := r.nestedUnder(m.key)
+		if len(nested) == 0 {
+			out = appendMember(out, m.key, v)
+			continue
+		}
+		// Each nested field but the last is put into a copy of the value,
+		// the last straight into out.
+		last, lastValue := -1, []byte(nil)
+		for i, f := range nested {
+			sv := sealedValue(f.name())
+			if sv == nil {
+				continue
+			}
+			if last >= 0 {
 				var ok bool
-				if v, ok = putNested(v, f, sv); !ok {
+				if v, ok = appendPutNested(nil, v, nested[last], lastValue); !ok {
 					return nil, false, nil
 				}
 			}
+			last, lastValue = i, sv
 		}
-		out = appendMember(out, m.key, v)
+		if last < 0 {
+			out = appendMember(out, m.key, v)
+			continue
+		}
+		out = appendMember(out, m.key, nil)
+		var ok bool
+		if out, ok = appendPutNested(out, v, nested[last], lastValue); !ok {
+			return nil, false, nil
+		}
 	}
 	return append(out, '}'), true, nil
 }
@@ -346,7 +416,7 @@ func (s *Sealer) Prefetch(ctx context.Context, evs []eventstore.RecordedEvent) e
 	var subjects []string
 	ms := make([]member, 0, 16)
 	for _, ev := range evs {
-		if Sealed(ev.Type, ev.Data) {
+		if Holds(ev.Type) {
 			subjects, ms = appendSubjects(subjects, ev.Data, ms)
 		}
 	}
@@ -363,9 +433,21 @@ func (s *Sealer) prefetch(ctx context.Context, subjects []string) error {
 }
 
 // appendSubjects appends to subjects the subject of the "pii" member of
-// sealed data, through ms (returned for reuse); data the scan does not
-// take adds none (Open goes the general way, and asks for its key itself).
+// data, if sealed, through ms (returned for reuse). The member as the scan
+// path writes it (in appendEnvelope's spelling) is found without a scan;
+// otherwise sealed data is scanned, and data the scan does not take adds none
+// (Open goes the general way, and asks for its key itself). A subject here
+// is only a hint of which keys to load: Open reads the envelope itself.
 func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []member) {
+	if i := bytes.Index(data, piiEnvelope); i >= 0 {
+		rest := data[i+len(piiEnvelope):]
+		if j := bytes.IndexByte(rest, '"'); j > 0 {
+			return append(subjects, string(rest[:j])), ms
+		}
+	}
+	if !bytes.Contains(data, piiKey) {
+		return subjects, ms // not sealed
+	}
 	ms, ok := members(data, ms[:0])
 	if !ok {
 		return subjects, ms
@@ -386,3 +468,6 @@ func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []me
 	}
 	return subjects, ms
 }
+
+// piiEnvelope starts the "pii" member as sealMembers writes it.
+var piiEnvelope = []byte(`"` + piiMember + `":{"sub":"`)
