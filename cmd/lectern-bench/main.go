@@ -486,10 +486,10 @@ func httpRun(ctx context.Context, base, dbName string, rawRate float64) error {
 	}
 	fmt.Printf("%-26s %10s   %s\n", "requests", strconv.Itoa(len(lat)), "(each: auth, decide, append, projection applied before the response)")
 	fmt.Printf("%-26s %10s   %s\n", "p50", ms(percentile(lat, .5)), "")
-	fmt.Printf("%-26s %10s   %s\n", "p99", ms(percentile(lat, .99)), "(target < 15 ms)")
+	fmt.Printf("%-26s %10s   %s\n", "p99", ms(percentile(lat, .99)), "(no target: crud's p99 ratio is)")
 	fmt.Printf("%-26s %10.0f   %s\n", "throughput req/s", rate, "")
 	fmt.Printf("%-26s %10.0f   %s\n", "raw INSERT/s (16 writers)", rawRate, "(baseline, same run)")
-	fmt.Printf("%-26s %10.2f   %s\n", "ratio", rate/rawRate, "(target >= 0.30)")
+	fmt.Printf("%-26s %10.2f   %s\n", "ratio", rate/rawRate, "(withdrawn target, issue 21: no HTTP service reaches an in-process INSERT)")
 	fmt.Printf("%-26s %10.1f   %s\n", "server peak RSS MiB", rss, "(target < 150 MiB)")
 
 	// The per-request session check (revoked sessions, current roles): the
