@@ -6,6 +6,7 @@ import (
 	"crypto/cipher"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -114,6 +115,45 @@ func TestSealOpenErase(t *testing.T) {
 				t.Errorf("erased (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The "pii" member is read by hand as the sealer writes it; spelled any other
+// valid way (re-indented by a tool, its members reordered), it opens all the
+// same.
+func TestEnvelopeOpensHoweverSpelled(t *testing.T) {
+	ctx := context.Background()
+	s := personal.NewSealer(newMemoryKeys())
+	data := `{"agent_id":3,"owner_id":7,"name":"MARKER","system_prompt":"MARKER too","is_active":true}`
+	sealed, err := s.Seal(ctx, "agent.created", json.RawMessage(data), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(sealed, &top); err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Sub string `json:"sub"`
+		CT  string `json:"ct"`
+	}
+	if err := json.Unmarshal(top["pii"], &env); err != nil {
+		t.Fatal(err)
+	}
+	for _, spelled := range []string{
+		fmt.Sprintf(`{"ct":%q,"sub":%q}`, env.CT, env.Sub),
+		fmt.Sprintf(`{ "sub" : %q , "ct" : %q }`, env.Sub, env.CT),
+		fmt.Sprintf(`{"sub":"\u0075ser-7","ct":%q}`, env.CT),
+	} {
+		// By hand: json.Marshal would compact the spelling away.
+		respelled := json.RawMessage(strings.Replace(string(sealed), string(top["pii"]), spelled, 1))
+		opened, err := s.Open(ctx, "agent.created", respelled)
+		if err != nil {
+			t.Fatalf("%s: %v", spelled, err)
+		}
+		if diff := cmp.Diff(canonical(t, data), canonical(t, string(opened))); diff != "" {
+			t.Errorf("%s opened (-want +got):\n%s", spelled, diff)
+		}
 	}
 }
 
