@@ -115,13 +115,18 @@ func (k *Keys) unwrap(subject string, wrapped []byte) (cipher.AEAD, error) {
 	return newAEAD(raw)
 }
 
+// remember caches subject's key (nil: erased). A tombstone stays: a key
+// loaded just before an Erase of this process must not be cached after it.
 func (k *Keys) remember(subject string, aead cipher.AEAD) {
 	k.mu.Lock()
+	defer k.mu.Unlock()
+	if c, ok := k.cache[subject]; ok && c.aead == nil {
+		return
+	}
 	if len(k.cache) >= maxCached {
 		k.cache = map[string]cachedKey{}
 	}
 	k.cache[subject] = cachedKey{aead: aead, fetched: k.now()}
-	k.mu.Unlock()
 }
 
 // Prefetch loads the keys of subjects that are not cached, in one statement:
@@ -201,7 +206,7 @@ func (k *Keys) Erase(ctx context.Context, subject string) error {
 		return fmt.Errorf("personal: erase %s: %w", subject, err)
 	}
 	k.mu.Lock()
-	delete(k.cache, subject)
+	k.cache[subject] = cachedKey{fetched: k.now()} // a tombstone: see remember
 	k.mu.Unlock()
 	return nil
 }

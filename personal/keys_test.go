@@ -159,6 +159,60 @@ func TestKeyCachesATombstone(t *testing.T) {
 	}
 }
 
+// eraseOnLoad erases subject through keys once, right after a statement
+// has loaded its key: between the load and the caching of what it loaded.
+type eraseOnLoad struct {
+	keys    *personal.Keys
+	subject string
+	armed   atomic.Bool
+	err     error
+}
+
+func (e *eraseOnLoad) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (e *eraseOnLoad) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if strings.HasPrefix(data.CommandTag.String(), "SELECT") && e.armed.CompareAndSwap(true, false) {
+		e.err = e.keys.Erase(context.WithoutCancel(ctx), e.subject)
+	}
+}
+
+// A key loaded just before this process erased its subject is not cached
+// after the erasure: the erasure takes effect at once here, as documented.
+func TestEraseBeatsAKeyBeingLoaded(t *testing.T) {
+	ctx := context.Background()
+	_, url := pgtest.FreshURL(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracer := &eraseOnLoad{subject: "user-9"}
+	cfg.ConnConfig.Tracer = tracer
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	master := masterKey(t)
+	writer, _ := personal.NewKeys(db, master)
+	if _, err := writer.Key(ctx, "user-9", true); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := personal.NewKeys(db, master)
+	tracer.keys = keys
+	tracer.armed.Store(true)
+	if _, err := keys.Key(ctx, "user-9", false); err != nil {
+		t.Fatalf("the key loaded before the erasure: %v", err)
+	}
+	if tracer.armed.Load() || tracer.err != nil {
+		t.Fatalf("the erasure did not run between the load and the caching: %v", tracer.err)
+	}
+	if _, err := keys.Key(ctx, "user-9", false); !errors.Is(err, personal.ErrErased) {
+		t.Fatalf("the key after the erasure: %v, want ErrErased (the key loaded before it was cached)", err)
+	}
+}
+
 // countingTracer counts the statements that read subject_keys.
 type countingTracer struct{ n atomic.Int32 }
 

@@ -227,7 +227,10 @@ func parseEnvelope(raw []byte) (subject string, sealed []byte, err error) {
 		if i := bytes.IndexByte(rest, '"'); i > 0 {
 			sub, b64 := rest[:i], rest[i+1:]
 			if b64, ok = bytes.CutPrefix(b64, envelopeMiddle); ok {
-				if b64, ok = bytes.CutSuffix(b64, envelopeEnd); ok && bytes.IndexByte(sub, '\\') < 0 {
+				// base64 skips raw CR and LF, which JSON refuses in a string:
+				// such an envelope goes to go-json, which says so.
+				if b64, ok = bytes.CutSuffix(b64, envelopeEnd); ok && bytes.IndexByte(sub, '\\') < 0 &&
+					bytes.IndexByte(b64, '\r') < 0 && bytes.IndexByte(b64, '\n') < 0 {
 					sealed = make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
 					n, err := base64.StdEncoding.Decode(sealed, b64)
 					if err == nil {

@@ -140,6 +140,11 @@ func TestEnvelopeOpensHoweverSpelled(t *testing.T) {
 	if err := json.Unmarshal(top["pii"], &env); err != nil {
 		t.Fatal(err)
 	}
+	// A raw CR LF in a JSON string is not JSON (base64 alone would skip it).
+	broken := strings.Replace(string(sealed), env.CT[:8], env.CT[:4]+"\r\n"+env.CT[4:8], 1)
+	if _, err := s.Open(ctx, "agent.created", json.RawMessage(broken)); err == nil {
+		t.Errorf("an envelope with a raw CR LF in its ciphertext (not JSON) opened: %q", broken)
+	}
 	for _, spelled := range []string{
 		fmt.Sprintf(`{"ct":%q,"sub":%q}`, env.CT, env.Sub),
 		fmt.Sprintf(`{ "sub" : %q , "ct" : %q }`, env.Sub, env.CT),
@@ -151,6 +156,7 @@ func TestEnvelopeOpensHoweverSpelled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", spelled, err)
 		}
+
 		if diff := cmp.Diff(canonical(t, data), canonical(t, string(opened))); diff != "" {
 			t.Errorf("%s opened (-want +got):\n%s", spelled, diff)
 		}
