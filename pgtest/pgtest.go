@@ -73,6 +73,7 @@ func ownCluster() (string, error) {
 			cluster.err = fmt.Errorf("pgtest: cluster directory: %w", err)
 			return
 		}
+		closeInheritedOnExec()
 		cmd := exec.Command(script, "start", filepath.Join(dir, "pg"))
 		// A throwaway cluster need not survive a crash.
 		cmd.Env = append(os.Environ(), "LECTERN_PG_FSYNC=off", "LECTERN_PG_SYNC_COMMIT=off")

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package pgtest
+
+func closeInheritedOnExec() {}
