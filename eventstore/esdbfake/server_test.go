@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -274,6 +275,45 @@ func TestSubscribeToAllFilteredExclusiveCheckpointsCaughtUpLive(t *testing.T) {
 				t.Fatalf("live event from %s", e.EventAppeared.OriginalEvent().StreamID)
 			}
 			return
+		}
+	}
+}
+
+// The checkpoint before caught-up is at the end of what the subscription
+// sent, never past a record appended meanwhile: a subscriber takes a
+// checkpoint as "everything before this was delivered" and skips records at
+// or before it (as Lectern's does), so a checkpoint past an unsent record
+// would lose it.
+func TestCheckpointBeforeCaughtUpSkipsNothing(t *testing.T) {
+	_, c := start(t)
+	appendN(t, c, "a-1", 1)
+	var once sync.Once
+	esdbfake.BeforeCaughtUp(t, func() { once.Do(func() { appendN(t, c, "late-1", 1) }) })
+	sub, err := c.SubscribeToAll(ctx(t), client.SubscribeToAllOptions{
+		From:   client.Start{},
+		Filter: client.ExcludeSystemEventsFilter(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Close() }()
+	var checkpoint *client.Position
+	for {
+		e := sub.Recv()
+		switch {
+		case e.SubscriptionDropped != nil:
+			t.Fatalf("dropped: %v", e.SubscriptionDropped.Error)
+		case e.CheckPointReached != nil:
+			checkpoint = e.CheckPointReached
+		case e.EventAppeared != nil:
+			ev := e.EventAppeared.OriginalEvent()
+			if checkpoint != nil && ev.Position.Commit < checkpoint.Commit {
+				t.Fatalf("event of %s at %d came after a checkpoint at %d: a subscriber would skip it",
+					ev.StreamID, ev.Position.Commit, checkpoint.Commit)
+			}
+			if ev.StreamID == "late-1" {
+				return
+			}
 		}
 	}
 }

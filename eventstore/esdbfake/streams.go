@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/gossip"
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/shared"
@@ -642,6 +643,7 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 	for {
 		d.mu.Lock()
 		var batch []*record
+		end := d.next // the position after the batch ($all)
 		if all {
 			batch = d.log[min(cursor, len(d.log)):]
 			cursor = len(d.log)
@@ -672,11 +674,14 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 		if !caughtUp {
 			caughtUp = true
 			if all && f != nil {
-				// The server checkpoints once more just before caught-up.
-				d.mu.Lock()
-				next := d.next
-				d.mu.Unlock()
-				if err := sendCheckpoint(srv, next); err != nil {
+				// The server checkpoints once more just before caught-up, at
+				// the end of what it has sent: not at the log's end now,
+				// which may be past records appended since, not yet sent
+				// (a subscriber skips records at or before a checkpoint).
+				if h := beforeCaughtUp.Load(); h != nil {
+					(*h)()
+				}
+				if err := sendCheckpoint(srv, end); err != nil {
 					return err
 				}
 			}
@@ -694,6 +699,10 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 		}
 	}
 }
+
+// beforeCaughtUp, if set, runs when a subscription has sent what it found
+// and is about to checkpoint before caught-up (a test appends there).
+var beforeCaughtUp atomic.Pointer[func()]
 
 // sendCheckpoint sends a filtered subscription's checkpoint of shape (C, 0).
 func sendCheckpoint(srv streams.Streams_ReadServer, commit uint64) error {
