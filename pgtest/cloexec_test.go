@@ -23,7 +23,7 @@ func TestChildrenHoldNoInheritedPipe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	defer func() { _ = r.Close() }()
 	// As inherited: not close-on-exec.
 	if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, w.Fd(), syscall.F_SETFD, 0); errno != 0 {
 		t.Fatal(errno)
