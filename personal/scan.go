@@ -202,30 +202,15 @@ func appendElements(out [][]byte, data []byte) ([][]byte, bool) {
 	}
 }
 
-// replaceMember returns the object obj with its member key's value given by
-// with (the old value in, the new one out), and the old value (nil when obj
-// has no such member: then obj is returned as it is).
-func replaceMember(obj []byte, key string, with func(old []byte) []byte) (out, old []byte, ok bool) {
-	var buf [16]member
-	ms, ok := members(obj, buf[:0])
-	if !ok {
-		return nil, nil, false
-	}
-	found := false
-	out = make([]byte, 1, len(obj)+32)
-	out[0] = '{'
-	for _, m := range ms {
-		v := m.value
-		if string(m.key) == key {
-			found, old = true, m.value
-			v = with(m.value)
-		}
-		out = appendMember(out, m.key, v)
-	}
-	if !found {
+// replaceMember returns the object obj with its member key's value replaced
+// by value, and the old value (nil when obj has no such member: then obj is
+// returned as it is).
+func replaceMember(obj []byte, key string, value []byte) (out, old []byte, ok bool) {
+	out, old, ok = appendReplaced(make([]byte, 0, len(obj)+32), obj, key, value)
+	if ok && old == nil {
 		return obj, nil, true
 	}
-	return append(out, '}'), old, true
+	return out, old, ok
 }
 
 // takeNested replaces f (one level below the top) in value, the top-level
@@ -237,7 +222,7 @@ func takeNested(value []byte, f field, placeholder []byte) (out, taken []byte, o
 	}
 	leaf := f.path[1]
 	if !strings.HasSuffix(f.path[0], "[]") {
-		return replaceMember(value, leaf, func([]byte) []byte { return placeholder })
+		return replaceMember(value, leaf, placeholder)
 	}
 	elems, ok := elements(value)
 	if !ok {
@@ -246,7 +231,7 @@ func takeNested(value []byte, f field, placeholder []byte) (out, taken []byte, o
 	out = append(make([]byte, 0, len(value)+32), '[')
 	taken = append(make([]byte, 0, 64), '[')
 	for i, el := range elems {
-		newEl, v, ok := replaceMember(el, leaf, func([]byte) []byte { return placeholder })
+		newEl, v, ok := replaceMember(el, leaf, placeholder)
 		if !ok {
 			return nil, nil, false
 		}
@@ -270,7 +255,8 @@ func appendPutNested(dst, value []byte, f field, sealed []byte) ([]byte, bool) {
 	}
 	leaf := f.path[1]
 	if !strings.HasSuffix(f.path[0], "[]") {
-		return appendReplaced(dst, value, leaf, sealed)
+		out, _, ok := appendReplaced(dst, value, leaf, sealed)
+		return out, ok
 	}
 	var ebuf, vbuf [8][]byte
 	elems, ok := appendElements(ebuf[:0], value)
@@ -286,7 +272,7 @@ func appendPutNested(dst, value []byte, f field, sealed []byte) ([]byte, bool) {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		if dst, ok = appendReplaced(dst, el, leaf, vals[i]); !ok {
+		if dst, _, ok = appendReplaced(dst, el, leaf, vals[i]); !ok {
 			return nil, false
 		}
 	}
@@ -294,21 +280,20 @@ func appendPutNested(dst, value []byte, f field, sealed []byte) ([]byte, bool) {
 }
 
 // appendReplaced appends the object obj, its member key's value (if it has
-// one) replaced by value, to dst.
-func appendReplaced(dst, obj []byte, key string, value []byte) ([]byte, bool) {
+// one) replaced by value, to dst; old is the value replaced (nil: none).
+func appendReplaced(dst, obj []byte, key string, value []byte) (out, old []byte, ok bool) {
 	var buf [16]member
 	ms, ok := members(obj, buf[:0])
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
-	start := len(dst)
 	dst = append(dst, '{')
-	for _, m := range ms {
+	for i, m := range ms {
 		v := m.value
 		if string(m.key) == key {
-			v = value
+			old, v = m.value, value
 		}
-		if len(dst) > start+1 {
+		if i > 0 {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, '"')
@@ -316,7 +301,7 @@ func appendReplaced(dst, obj []byte, key string, value []byte) ([]byte, bool) {
 		dst = append(dst, '"', ':')
 		dst = append(dst, v...)
 	}
-	return append(dst, '}'), true
+	return append(dst, '}'), old, true
 }
 
 // subjectOf is subject over scanned members.

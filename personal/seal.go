@@ -150,10 +150,15 @@ func Sealed(eventType string, data []byte) bool {
 // or, when its subject was erased, with their placeholders (the "pii" member
 // goes either way). Data that was never sealed is returned as it is.
 func (s *Sealer) Open(ctx context.Context, eventType string, data json.RawMessage) (json.RawMessage, error) {
-	r, ok := rules[eventType]
-	if !ok || !Sealed(eventType, data) {
+	if !Sealed(eventType, data) {
 		return data, nil
 	}
+	return s.openSealed(ctx, eventType, data)
+}
+
+// openSealed is Open of data that Sealed reported may hold sealed values.
+func (s *Sealer) openSealed(ctx context.Context, eventType string, data json.RawMessage) (json.RawMessage, error) {
+	r := rules[eventType]
 	if r.scannable() {
 		if ms, ok := members(data, make([]member, 0, 16)); ok {
 			if out, ok, err := s.openMembers(ctx, eventType, r, ms); ok || err != nil {
