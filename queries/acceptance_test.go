@@ -65,13 +65,7 @@ func TestPromotionRequestsOfUser(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	q := queries.New(pool)
 	ctx := context.Background()
-	for _, o := range []struct {
-		id   int64
-		name string
-	}{{12, "  riverside SCHOOL "}, {10, "Riverside School"}, {11, "Hilltop"}} {
-		fixture(t, pool, `INSERT INTO organizations (id, name, created_by, created_at, updated_at, version)
-			VALUES ($1, $2, 7, $3, $3, 1)`, o.id, o.name, t0)
-	}
+	matchingOrganizations(t, pool)
 	for _, r := range []struct {
 		id, user int64
 		orgName  string

@@ -289,3 +289,16 @@ func TestClassesAndEnrollments(t *testing.T) {
 		t.Errorf("StudentEnrollments(40): %+v, %v", byStudent, err)
 	}
 }
+
+// matchingOrganizations inserts organisations 10 and 12, whose names match
+// "riverside school" ignoring case and surrounding spaces, and 11, Hilltop.
+func matchingOrganizations(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for _, o := range []struct {
+		id   int64
+		name string
+	}{{12, "  riverside SCHOOL "}, {10, "Riverside School"}, {11, "Hilltop"}} {
+		fixture(t, pool, `INSERT INTO organizations (id, name, created_by, created_at, updated_at, version)
+			VALUES ($1, $2, 7, $3, $3, 1)`, o.id, o.name, t0)
+	}
+}
