@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -51,6 +52,16 @@ const traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 // hand: byte for byte what the paged export writes through encoding/json,
 // for events opened, erased, redacted, traced and stored in odd shapes, in
 // both formats and under every filter.
+// exportFormats are the export's two formats, each compared between the
+// paged and the scanned way.
+var exportFormats = []struct {
+	name   string
+	export func(context.Context, eventstore.Store, io.Writer, history.Filter) (int, error)
+}{
+	{"lines", history.Export},
+	{"cloudevents", history.ExportCloudEvents},
+}
+
 func TestScannedExportIsThePagedOne(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -132,17 +143,7 @@ func TestScannedExportIsThePagedOne(t *testing.T) {
 		{After: all[4].Position},
 		{Category: "nothing"},
 	} {
-		for _, format := range []struct {
-			name   string
-			export func(context.Context, eventstore.Store, *bytes.Buffer, history.Filter) (int, error)
-		}{
-			{"lines", func(ctx context.Context, s eventstore.Store, b *bytes.Buffer, f history.Filter) (int, error) {
-				return history.Export(ctx, s, b, f)
-			}},
-			{"cloudevents", func(ctx context.Context, s eventstore.Store, b *bytes.Buffer, f history.Filter) (int, error) {
-				return history.ExportCloudEvents(ctx, s, b, f)
-			}},
-		} {
+		for _, format := range exportFormats {
 			var want, got bytes.Buffer
 			wn, err := format.export(ctx, paged{store}, &want, f)
 			if err != nil {
@@ -223,17 +224,7 @@ func TestScannedMetadataIsMarshals(t *testing.T) {
 		}
 		return len(all) == 2
 	})
-	for _, format := range []struct {
-		name   string
-		export func(context.Context, eventstore.Store, *bytes.Buffer, history.Filter) (int, error)
-	}{
-		{"lines", func(ctx context.Context, s eventstore.Store, b *bytes.Buffer, f history.Filter) (int, error) {
-			return history.Export(ctx, s, b, f)
-		}},
-		{"cloudevents", func(ctx context.Context, s eventstore.Store, b *bytes.Buffer, f history.Filter) (int, error) {
-			return history.ExportCloudEvents(ctx, s, b, f)
-		}},
-	} {
+	for _, format := range exportFormats {
 		var want, got bytes.Buffer
 		if _, err := format.export(ctx, paged{pg}, &want, history.Filter{}); err != nil {
 			t.Fatal(err)
