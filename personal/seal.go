@@ -228,21 +228,10 @@ func appendAdditional(dst []byte, eventType, subject string) []byte {
 // appendEnvelope writes it is read by hand; any other spelling of it
 // through go-json.
 func parseEnvelope(raw []byte) (subject string, sealed []byte, err error) {
-	if rest, ok := bytes.CutPrefix(raw, envelopeStart); ok {
-		if i := bytes.IndexByte(rest, '"'); i > 0 {
-			sub, b64 := rest[:i], rest[i+1:]
-			if b64, ok = bytes.CutPrefix(b64, envelopeMiddle); ok {
-				// base64 skips raw CR and LF, which JSON refuses in a string:
-				// such an envelope goes to go-json, which says so.
-				if b64, ok = bytes.CutSuffix(b64, envelopeEnd); ok && bytes.IndexByte(sub, '\\') < 0 &&
-					bytes.IndexByte(b64, '\r') < 0 && bytes.IndexByte(b64, '\n') < 0 {
-					sealed = make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
-					n, err := base64.StdEncoding.Decode(sealed, b64)
-					if err == nil {
-						return string(sub), sealed[:n], nil
-					}
-				}
-			}
+	if sub, b64, ok := envelopeParts(raw); ok {
+		sealed = make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+		if n, err := base64.StdEncoding.Decode(sealed, b64); err == nil {
+			return string(sub), sealed[:n], nil
 		}
 	}
 	var env envelope
@@ -250,6 +239,23 @@ func parseEnvelope(raw []byte) (subject string, sealed []byte, err error) {
 		return "", nil, err
 	}
 	return env.Subject, env.Sealed, nil
+}
+
+// envelopeParts splits an envelope spelled as appendEnvelope spells it into
+// its subject and its base64 text; false for any other spelling, for an
+// escape in the subject, and for a raw CR or LF in the base64 (JSON refuses
+// them in a string, base64 would skip them): go-json decides those.
+func envelopeParts(raw []byte) (sub, b64 []byte, ok bool) {
+	rest, ok := bytes.CutPrefix(raw, envelopeStart)
+	i := bytes.IndexByte(rest, '"')
+	if !ok || i <= 0 {
+		return nil, nil, false
+	}
+	sub = rest[:i]
+	if b64, ok = bytes.CutPrefix(rest[i+1:], envelopeMiddle); ok {
+		b64, ok = bytes.CutSuffix(b64, envelopeEnd)
+	}
+	return sub, b64, ok && bytes.IndexByte(sub, '\\') < 0 && bytes.IndexByte(b64, '\r') < 0 && bytes.IndexByte(b64, '\n') < 0
 }
 
 var (
@@ -478,4 +484,4 @@ func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []me
 }
 
 // piiEnvelope starts the "pii" member as sealMembers writes it.
-var piiEnvelope = []byte(`"` + piiMember + `":{"sub":"`)
+var piiEnvelope = append(append([]byte(nil), piiKey...), envelopeStart...)
