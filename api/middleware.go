@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -262,5 +263,6 @@ func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 		// roles the token was issued with are the user's.
 		roles = claims.Roles
 	}
-	return &Principal{UserID: claims.UserID, Roles: roles, Session: session}, nil
+	// Clipped: an answer may be remembered and shared by later requests.
+	return &Principal{UserID: claims.UserID, Roles: slices.Clip(roles), Session: session}, nil
 }

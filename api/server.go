@@ -55,6 +55,10 @@ type Deps struct {
 	// the check's cost only (LECTERN_BENCH_SKIP_SESSION_CHECK); never in
 	// production: a logged-out token then works until it expires.
 	SkipSessionCheck bool
+	// SessionLease, if set, lets session checks be answered from memory
+	// while it is held (authlease.Lease); nil: every check asks the
+	// database.
+	SessionLease SessionLease
 	// Extract bounds what extracting an uploaded document may cost (zero:
 	// knowledge.DefaultExtractLimits).
 	Extract knowledge.ExtractLimits
@@ -100,7 +104,7 @@ func New(deps Deps) (*Server, error) {
 	if deps.ConsistencyWait == 0 {
 		deps.ConsistencyWait = 2 * time.Second
 	}
-	s := &Server{deps: deps, sessions: &sessionChecks{db: deps.DB}}
+	s := &Server{deps: deps, sessions: &sessionChecks{db: deps.DB, lease: deps.SessionLease}}
 	s.ops = s.operations()
 	if err := resolveLocations(s.ops, allComponents()); err != nil {
 		return nil, err

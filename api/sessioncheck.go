@@ -15,14 +15,19 @@ import (
 // session is still open and which roles its user holds now. Requests that
 // arrive while a lookup is in flight share the next one, like a group
 // commit: under load one statement answers many requests, and an idle
-// server pays one statement per request, as before. Nothing is remembered:
-// every request is answered by a statement that began after it arrived, so
-// a logout or a role change committed before a request counts for it, on
-// every replica.
+// server pays one statement per request. While the process holds a session
+// lease (package authlease), answers are remembered under the lease's
+// epoch: no revocation or role change commits while a lease read before it
+// is held, and a lease taken after one has another epoch. So an answer
+// remembered under the current epoch is still the database's, on every
+// replica, and a logout or a role change committed before a request counts
+// for it.
 type sessionChecks struct {
 	db *pgxpool.Pool
 	// lookups counts the statements issued, for tests.
 	lookups atomic.Int64
+	lease   SessionLease // nil: remember nothing
+	known   rememberedChecks
 
 	mu      sync.Mutex
 	queued  []*sessionCheck
@@ -47,11 +52,40 @@ const sessionCheckTimeout = 5 * time.Second
 
 var errShortSessionLookup = errors.New("session lookup: fewer rows than sessions asked")
 
-// check looks up user's roles and whether session was revoked.
+// SessionLease tells whether the process holds a lease under which session
+// checks may be answered from memory, and its epoch (authlease.Lease).
+type SessionLease interface {
+	Current() (epoch int64, ok bool)
+}
+
+// check looks up user's roles and whether session was revoked: from memory
+// while a lease is held, else in the database.
 func (c *sessionChecks) check(ctx context.Context, user int64, session uuid.UUID) (*sessionCheck, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if c.lease == nil {
+		return c.lookUp(ctx, user, session)
+	}
+	epoch, leased := c.lease.Current()
+	if leased {
+		if q, ok := c.known.get(user, session, epoch); ok {
+			return q, nil
+		}
+	}
+	q, err := c.lookUp(ctx, user, session)
+	if err == nil && leased && q.known {
+		// Read after the lease under epoch was taken: true for as long as
+		// the epoch lasts (a user the read model does not hold yet is
+		// asked about again).
+		c.known.put(user, session, epoch, q)
+	}
+	return q, err
+}
+
+// lookUp asks the database, in a lookup shared with the requests that
+// arrive meanwhile.
+func (c *sessionChecks) lookUp(ctx context.Context, user int64, session uuid.UUID) (*sessionCheck, error) {
 	q := &sessionCheck{user: user, session: session, done: make(chan struct{})}
 	c.mu.Lock()
 	c.queued = append(c.queued, q)
@@ -145,4 +179,43 @@ func (c *sessionChecks) lookup(ctx context.Context, batch []*sessionCheck) {
 			q.err = err
 		}
 	}
+}
+
+// rememberedChecks are the answers read under one lease epoch.
+type rememberedChecks struct {
+	mu      sync.RWMutex
+	epoch   int64
+	answers map[sessionKey]*sessionCheck
+}
+
+type sessionKey struct {
+	user    int64
+	session uuid.UUID
+}
+
+// maxRemembered bounds the answers kept; when full, they are forgotten.
+const maxRemembered = 100_000
+
+func (r *rememberedChecks) get(user int64, session uuid.UUID, epoch int64) (*sessionCheck, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if r.epoch != epoch {
+		return nil, false
+	}
+	q, ok := r.answers[sessionKey{user, session}]
+	return q, ok
+}
+
+// put remembers q, read under epoch. An answer of an older epoch than the
+// remembered ones is dropped; a newer epoch forgets them.
+func (r *rememberedChecks) put(user int64, session uuid.UUID, epoch int64, q *sessionCheck) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case epoch < r.epoch:
+		return
+	case epoch > r.epoch || r.answers == nil || len(r.answers) >= maxRemembered:
+		r.epoch, r.answers = epoch, map[sessionKey]*sessionCheck{}
+	}
+	r.answers[sessionKey{user, session}] = q
 }

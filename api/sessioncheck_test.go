@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -10,8 +12,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"lectern/authlease"
 	"lectern/pgtest"
 	"lectern/poll"
+	"lectern/projections"
 )
 
 // Requests that arrive while a session lookup is in flight share the next
@@ -147,5 +151,101 @@ func TestSessionCheckOfAGoneClient(t *testing.T) {
 	q, err := c.check(ctx, 1, uuid.New())
 	if err != nil || q.known {
 		t.Fatalf("the next check: %v, known %v; want an answer, unknown user", err, q != nil && q.known)
+	}
+}
+
+// Under a lease, a session's answer is remembered until a revocation or a
+// role change commits anywhere: the next check after either is the
+// database's again. A user the read model does not hold yet is not
+// remembered.
+func TestSessionChecksAreRememberedUnderALease(t *testing.T) {
+	ctx := context.Background()
+	pool, _, err := pgtest.NewDatabase(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	lease := authlease.New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	leaseCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); lease.Run(leaseCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	poll.Must(t, 10*time.Second, "the lease held", func() bool { _, ok := lease.Current(); return ok })
+
+	const user, unknown = 7100, 7199
+	session, other := uuid.New(), uuid.New()
+	if _, err := pool.Exec(ctx, `INSERT INTO users (id, email, name, roles, created_at, updated_at, version)
+		VALUES ($1, 'lease@example.com', 'U', '{user}', now(), now(), 1)`, user); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []uuid.UUID{session, other} {
+		if _, err := pool.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
+			VALUES ($1, $2, $3, now() + interval '1 hour')`, uuid.NewString(), user, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := &sessionChecks{db: pool, lease: lease}
+	// ask checks user's session (under a lease held throughout, so that
+	// what is counted is what was remembered) and returns its answer and
+	// the lookups it took.
+	ask := func(user int64, session uuid.UUID) (*sessionCheck, int64) {
+		t.Helper()
+		for {
+			before, ok := lease.Current()
+			lookups := c.lookups.Load()
+			q, err := c.check(ctx, user, session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after, still := lease.Current(); ok && still && after == before {
+				return q, c.lookups.Load() - lookups
+			}
+		}
+	}
+	if q, _ := ask(user, session); !q.known || q.revoked || !slices.Equal(q.roles, []string{"user"}) {
+		t.Fatalf("first answer: known %v revoked %v roles %v", q.known, q.revoked, q.roles)
+	}
+	if _, lookups := ask(user, session); lookups != 0 {
+		t.Errorf("the second check of a session took %d lookups, want it remembered", lookups)
+	}
+	for range 2 {
+		if _, lookups := ask(unknown, session); lookups != 1 {
+			t.Errorf("a check of a user the read model lacks took %d lookups, want 1 each time", lookups)
+		}
+	}
+
+	// A role granted, as the users projection grants it.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE users SET roles = '{user,partner}' WHERE id = $1`, user); err != nil {
+		t.Fatal(err)
+	}
+	if err := projections.AuthBarrier(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := ask(user, session); !slices.Equal(q.roles, []string{"user", "partner"}) {
+		t.Errorf("roles after the grant: %v, want user and partner", q.roles)
+	}
+
+	// Another of the user's sessions logged out: this one stays open.
+	if _, err := pool.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = $1`, other); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := ask(user, other); !q.revoked {
+		t.Error("the logged-out session is not revoked")
+	}
+	if q, _ := ask(user, session); q.revoked {
+		t.Error("the session still open reads as revoked")
+	}
+	if _, err := pool.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = $1`, session); err != nil {
+		t.Fatal(err)
+	}
+	if q, _ := ask(user, session); !q.revoked {
+		t.Error("the session logged out reads as open")
 	}
 }

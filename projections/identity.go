@@ -34,10 +34,7 @@ func Users() Projection {
 					AS e(id, email, name, roles, at, version)
 				ON CONFLICT (id) DO NOTHING`,
 				ids, emails, names, roles, at, versions)
-			if err != nil {
-				return err
-			}
-			return announceAuthChange(ctx, tx)
+			return err
 		}),
 		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.UserRoleGranted) error {
 			_, err := tx.Exec(ctx, `
@@ -48,7 +45,7 @@ func Users() Projection {
 			if err != nil {
 				return err
 			}
-			return announceAuthChange(ctx, tx)
+			return AuthBarrier(ctx, tx)
 		}),
 		// The user's row reads as user.signed_up at its placeholders; the
 		// event is the user's stream's, so the row moves to it.
@@ -60,20 +57,16 @@ func Users() Projection {
 				FROM unnest($1::bigint[], $2::text[], $4::timestamptz[], $5::bigint[]) AS e(id, email, at, version)
 				WHERE u.id = e.id AND u.version < e.version`,
 				ids, erasedEmails(ids), personal.ErasedText, at, versions)
-			if err != nil {
-				return err
-			}
-			return announceAuthChange(ctx, tx)
+			return err
 		}),
 	}}, newUsersLoader)
 }
 
-// announceAuthChange tells every process, when tx commits, that a user's
-// roles (or existence) changed: authentication forgets what it remembered
-// (Listener.AuthEpoch). The agents share this projection's group, so its
-// position moving says nothing of roles.
-func announceAuthChange(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, AuthChannel)
+// AuthBarrier makes tx, a change of what session checks read (roles), wait
+// before it commits until no process answers checks from what it read
+// before (package authlease; migration 00024).
+func AuthBarrier(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, `SELECT lectern_auth_barrier()`)
 	return err
 }
 

@@ -31,26 +31,12 @@ type Listener struct {
 	wakers    []*waker
 	positions map[string]eventstore.Position
 	changed   chan struct{} // closed and replaced whenever positions change
-	live      atomic.Bool   // the LISTEN connection is up (read lock-free by AuthEpoch)
+	live      atomic.Bool   // the LISTEN connection is up
 	esdb      bool          // positions are EventStoreDB's (esdb_checkpoints)
-
-	// authEpoch changes whenever what authentication reads may have
-	// changed: a session revoked or the users read model changed (both
-	// announced on AuthChannel), or the connection dropping or coming back.
-	authEpoch atomic.Uint64
 }
 
-// AuthChannel announces revoked sessions (a trigger of migration 00013) and
-// changes of the users read model (its handlers).
-const AuthChannel = "lectern_auth"
-
-// AuthEpoch returns a number that changes whenever a session may have been
-// revoked or a user's roles may have changed, and whether it can be trusted
-// (the LISTEN connection is up). A cache of what authentication read is
-// valid while the epoch it was read under is current.
-func (l *Listener) AuthEpoch() (epoch uint64, live bool) {
-	return l.authEpoch.Load(), l.live.Load()
-}
+// Live reports whether the LISTEN connection is up.
+func (l *Listener) Live() bool { return l.live.Load() }
 
 // FollowESDB makes the listener read the projections' positions from
 // esdb_checkpoints only; call it before Run. After `lectern events copy`
@@ -167,7 +153,7 @@ func (l *Listener) listen(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	for _, ch := range []string{postgres.EventsChannel, postgres.PositionsChannel, AuthChannel} {
+	for _, ch := range []string{postgres.EventsChannel, postgres.PositionsChannel} {
 		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
 			return err
 		}
@@ -184,8 +170,6 @@ func (l *Listener) listen(ctx context.Context) error {
 			return err
 		}
 		switch n.Channel {
-		case AuthChannel:
-			l.authEpoch.Add(1)
 		case postgres.EventsChannel:
 			l.wakeFor(postgres.EventTypes(n.Payload))
 		case postgres.PositionsChannel:
@@ -197,10 +181,7 @@ func (l *Listener) listen(ctx context.Context) error {
 	}
 }
 
-func (l *Listener) setLive(live bool) {
-	l.live.Store(live)
-	l.authEpoch.Add(1)
-}
+func (l *Listener) setLive(live bool) { l.live.Store(live) }
 
 func (l *Listener) advance(group string, pos eventstore.Position) {
 	l.mu.Lock()

@@ -21,6 +21,7 @@ import (
 
 	"lectern/api"
 	"lectern/auth"
+	"lectern/authlease"
 	"lectern/blobs"
 	"lectern/commands"
 	"lectern/downstream"
@@ -182,6 +183,7 @@ type Service struct {
 	downPool            *pgxpool.Pool
 	closeStore          func()
 	janitor             *janitor.Janitor
+	sessionLease        *authlease.Lease
 	pingStore           func(context.Context) error // EventStoreDB's; nil on the PostgreSQL store
 }
 
@@ -390,11 +392,12 @@ func New(cfg Config) (*Service, error) {
 	if es != nil {
 		s.pingStore = es.Ping
 	}
+	s.sessionLease = authlease.New(cfg.Pool, cfg.Logger)
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Queries: reads, Search: search, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
 		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
-		StreamHeartbeat: cfg.StreamHeartbeat, Tracing: cfg.Tracing,
+		SessionLease: s.sessionLease, StreamHeartbeat: cfg.StreamHeartbeat, Tracing: cfg.Tracing,
 	})
 	if err != nil {
 		return nil, err
@@ -446,6 +449,8 @@ func (s *Service) RunBackground(ctx context.Context, withProjections bool) (stop
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); s.Listener.Run(ctx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); s.sessionLease.Run(ctx) }()
 	if withProjections {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.Commands.KnowledgeJobs.RunJobs(ctx) }()

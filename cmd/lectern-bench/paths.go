@@ -111,7 +111,7 @@ func liveRun(ctx context.Context, base string, batches bool) (float64, []time.Du
 	defer func() { cancel(); wg.Wait() }()
 	// Live before the projections start, so that no advance goes unheard.
 	for start := time.Now(); ; time.Sleep(5 * time.Millisecond) {
-		if _, live := listener.AuthEpoch(); live {
+		if listener.Live() {
 			break
 		}
 		if time.Since(start) > 10*time.Second {

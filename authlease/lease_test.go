@@ -1,0 +1,204 @@
+package authlease
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"lectern/pgtest"
+	"lectern/poll"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Cleanup()
+	os.Exit(code)
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// running starts a lease on a database of the test's own and waits until
+// it is held.
+func running(t *testing.T) *Lease {
+	t.Helper()
+	pool := pgtest.Fresh(t)
+	l := New(pool, quiet)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	poll.Must(t, 10*time.Second, "the lease held", func() bool { _, ok := l.Current(); return ok })
+	return l
+}
+
+// The lease's promise: once a change has committed, the process does not
+// hold a lease under the epoch from before it. Without the barrier's lock
+// the change commits while the lease still holds that epoch, for up to a
+// Period: most of these tries would see it.
+func TestNoLeaseOutlivesAChange(t *testing.T) {
+	t.Parallel()
+	l := running(t)
+	ctx := context.Background()
+	changes := map[string]func(t *testing.T) error{
+		"the barrier": func(*testing.T) error {
+			_, err := l.pool.Exec(ctx, `SELECT lectern_auth_barrier()`)
+			return err
+		},
+		"a session revoked": func(t *testing.T) error {
+			family := uuid.New()
+			if _, err := l.pool.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
+				VALUES ($1, 1, $2, now() + interval '1 hour')`, uuid.NewString(), family); err != nil {
+				return err
+			}
+			_, err := l.pool.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE family_id = $1`, family)
+			return err
+		},
+	}
+	for name, change := range changes {
+		t.Run(name, func(t *testing.T) {
+			for try := range 20 {
+				var before int64
+				poll.Must(t, 10*time.Second, "the lease held", func() bool {
+					var ok bool
+					before, ok = l.Current()
+					return ok
+				})
+				if err := change(t); err != nil {
+					t.Fatal(err)
+				}
+				if after, ok := l.Current(); ok && after <= before {
+					t.Fatalf("try %d: the change committed while the lease held epoch %d (now %d)", try, before, after)
+				}
+			}
+		})
+	}
+}
+
+// A session made valid again, or a token only rotated, is no change the
+// lease need wait for.
+func TestOnlyRevocationsMoveTheEpoch(t *testing.T) {
+	t.Parallel()
+	l := running(t)
+	ctx := context.Background()
+	epoch := func() int64 {
+		var n int64
+		if err := l.pool.QueryRow(ctx, `SELECT last_value FROM auth_epoch`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	hash := uuid.NewString()
+	if _, err := l.pool.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
+		VALUES ($1, 1, $2, now() + interval '1 hour')`, hash, uuid.New()); err != nil {
+		t.Fatal(err)
+	}
+	before := epoch()
+	if _, err := l.pool.Exec(ctx, `UPDATE refresh_tokens SET rotated_at = now() WHERE token_hash = $1`, hash); err != nil {
+		t.Fatal(err)
+	}
+	if got := epoch(); got != before {
+		t.Errorf("a rotation moved the epoch from %d to %d", before, got)
+	}
+	if _, err := l.pool.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE token_hash = $1`, hash); err != nil {
+		t.Fatal(err)
+	}
+	if got := epoch(); got == before {
+		t.Errorf("a revocation left the epoch at %d", got)
+	}
+}
+
+// A process that stops while it holds its lease keeps its lock in
+// PostgreSQL: a change waits for it, then goes on without it (the lease
+// has lapsed by then).
+func TestAStoppedHolderHoldsChangesUpOnlyBriefly(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Fresh(t)
+	ctx := context.Background()
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	if _, err := holder.Exec(ctx, `LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, `SELECT lectern_auth_barrier()`)
+		done <- err
+	}()
+	poll.Must(t, 10*time.Second, "the change waiting for the holder's lock", func() bool {
+		var waiting bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%lectern_auth_barrier%')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the change failed: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the change still waits for a holder that stopped")
+	}
+	// The change's own lock_timeout did not stay behind.
+	var timeout string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('lock_timeout')`).Scan(&timeout); err != nil {
+		t.Fatal(err)
+	}
+	if timeout != "0" {
+		t.Errorf("lock_timeout after the barrier is %q, want the session's 0", timeout)
+	}
+}
+
+func TestALeaseIsTrustedForItsTTLAtMost(t *testing.T) {
+	now := time.Now()
+	l := &Lease{now: func() time.Time { return now }}
+	if _, ok := l.Current(); ok {
+		t.Fatal("a lease never taken is trusted")
+	}
+	l.state.Store(&held{epoch: 7, until: now.Add(TTL)})
+	if epoch, ok := l.Current(); !ok || epoch != 7 {
+		t.Fatalf("Current() = %d, %v; want 7, true", epoch, ok)
+	}
+	now = now.Add(TTL)
+	if _, ok := l.Current(); ok {
+		t.Fatal("a lease is trusted past its TTL")
+	}
+}
+
+// PostgreSQL ending the lease's connection loses the lease; it is taken
+// again on a new connection.
+func TestTheLeaseIsTakenAgainAfterItsConnectionEnds(t *testing.T) {
+	t.Parallel()
+	l := running(t)
+	ctx := context.Background()
+	backend := func() int {
+		var pid int
+		err := l.pool.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = $1`, applicationName).Scan(&pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid
+	}
+	first := backend()
+	if first == 0 {
+		t.Fatal("no backend holds the lease")
+	}
+	if _, err := l.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, first); err != nil {
+		t.Fatal(err)
+	}
+	poll.Must(t, 20*time.Second, "the lease held on a new connection", func() bool {
+		_, ok := l.Current()
+		pid := backend()
+		return ok && pid != 0 && pid != first
+	})
+}
