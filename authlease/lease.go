@@ -5,21 +5,23 @@
 // The lease is a ROW EXCLUSIVE lock on the table auth_lease, held in a
 // transaction on a connection of its own and taken afresh every Period. A
 // change (a session revoked, a role granted) runs lectern_auth_barrier
-// before it commits (migration 00024): it moves the sequence auth_epoch on,
-// then waits for a SHARE lock on auth_lease, which no lease taken before it
-// lets through. So:
+// before it commits (migration 00024): it takes a SHARE lock on
+// auth_lease, which waits until every lease taken before it is given up
+// and lets none be taken until the change commits, then moves the
+// sequence auth_epoch on. So:
 //   - while a process holds a lease, no change commits;
 //   - a lease taken after a change committed reads an epoch past the one
-//     the change moved it from.
+//     every lease before the change read.
 //
 // What a process read while holding a lease under epoch e is therefore true
 // for as long as it holds leases under e. A lease is trusted for at most
-// TTL after it was asked for: a process that stops or starves keeps its lock
-// in PostgreSQL, and a change waits for it one second at most (the
-// barrier's lock_timeout) before it goes on; by then the lease has lapsed.
-// A lease is also lost, unknown to the process, when PostgreSQL ends its
-// connection (an operator's pg_terminate_backend, a failover): the process
-// finds out at its next renewal, within Period.
+// TTL after it was asked for. A process that stops or starves keeps its
+// lock in PostgreSQL: a change waits a second for it, then ends the
+// connections of leases whose transaction began over 500 ms ago (trusted
+// no more), and takes the lock. A lease is also lost, unknown to the
+// process, when PostgreSQL ends its connection otherwise (an operator's
+// pg_terminate_backend, a failover): the process finds out at its next
+// renewal, within Period.
 package authlease
 
 import (
@@ -38,8 +40,9 @@ import (
 // the longest a change waits for a live process.
 const Period = 25 * time.Millisecond
 
-// TTL is the longest a lease is trusted after it was asked for. It must
-// stay well under the barrier's lock_timeout (1 s).
+// TTL is the longest a lease is trusted after it was asked for. The
+// barrier ends a lease's connection only once its transaction is 500 ms
+// old: TTL must stay well under that.
 const TTL = 250 * time.Millisecond
 
 // Lease holds the process's lease; Run keeps it.

@@ -36,6 +36,18 @@ func running(t *testing.T) *Lease {
 	return l
 }
 
+// leaseBackend is the pid of the backend holding l's lease (0: none).
+func leaseBackend(t *testing.T, l *Lease) int {
+	t.Helper()
+	var pid int
+	err := l.pool.QueryRow(context.Background(), `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = $1`, applicationName).Scan(&pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
 // The lease's promise: once a change has committed, the process does not
 // hold a lease under the epoch from before it. Without the barrier's lock
 // the change commits while the lease still holds that epoch, for up to a
@@ -44,6 +56,7 @@ func TestNoLeaseOutlivesAChange(t *testing.T) {
 	t.Parallel()
 	l := running(t)
 	ctx := context.Background()
+	pid := leaseBackend(t, l)
 	changes := map[string]func(t *testing.T) error{
 		"the barrier": func(*testing.T) error {
 			_, err := l.pool.Exec(ctx, `SELECT lectern_auth_barrier()`)
@@ -76,6 +89,10 @@ func TestNoLeaseOutlivesAChange(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A live lease is waited for, never ended.
+	if now := leaseBackend(t, l); now != pid {
+		t.Errorf("the lease moved from backend %d to %d", pid, now)
 	}
 }
 
@@ -113,12 +130,21 @@ func TestOnlyRevocationsMoveTheEpoch(t *testing.T) {
 }
 
 // A process that stops while it holds its lease keeps its lock in
-// PostgreSQL: a change waits for it, then goes on without it (the lease
-// has lapsed by then).
+// PostgreSQL: a change waits for it, then ends its connection (its lease
+// has lapsed by then) and goes on. The epoch moves only once the change
+// holds the lock: a lease taken while the change waited read the old one,
+// and was given up before the change committed.
 func TestAStoppedHolderHoldsChangesUpOnlyBriefly(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Fresh(t)
 	ctx := context.Background()
+	epoch := func() int64 {
+		var n int64
+		if err := pool.QueryRow(ctx, `SELECT last_value FROM auth_epoch`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	holder, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +153,7 @@ func TestAStoppedHolderHoldsChangesUpOnlyBriefly(t *testing.T) {
 	if _, err := holder.Exec(ctx, `LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
+	before := epoch()
 	done := make(chan error, 1)
 	go func() {
 		_, err := pool.Exec(ctx, `SELECT lectern_auth_barrier()`)
@@ -140,6 +167,9 @@ func TestAStoppedHolderHoldsChangesUpOnlyBriefly(t *testing.T) {
 		}
 		return waiting
 	})
+	if got := epoch(); got != before {
+		t.Errorf("the epoch moved from %d to %d while the change waited for the lock", before, got)
+	}
 	select {
 	case err := <-done:
 		if err != nil {
@@ -147,6 +177,12 @@ func TestAStoppedHolderHoldsChangesUpOnlyBriefly(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the change still waits for a holder that stopped")
+	}
+	if got := epoch(); got <= before {
+		t.Errorf("the epoch is %d after the change, want past %d", got, before)
+	}
+	if _, err := holder.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("the stopped holder's connection still holds its lease")
 	}
 	// The change's own lock_timeout did not stay behind.
 	var timeout string
@@ -180,15 +216,7 @@ func TestTheLeaseIsTakenAgainAfterItsConnectionEnds(t *testing.T) {
 	t.Parallel()
 	l := running(t)
 	ctx := context.Background()
-	backend := func() int {
-		var pid int
-		err := l.pool.QueryRow(ctx, `SELECT coalesce(max(pid), 0) FROM pg_stat_activity
-			WHERE datname = current_database() AND application_name = $1`, applicationName).Scan(&pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return pid
-	}
+	backend := func() int { return leaseBackend(t, l) }
 	first := backend()
 	if first == 0 {
 		t.Fatal("no backend holds the lease")
