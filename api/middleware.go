@@ -219,15 +219,12 @@ var (
 
 // authenticate resolves the bearer token to a principal. The token proves
 // who the caller is; whether its session is still open and which roles the
-// user holds come from the database with every request (one indexed round
-// trip), so that a logout, a revoked session or a role granted or withdrawn
-// counts from the next request, on every replica. Requests that arrive
-// together share one lookup (sessionChecks), but nothing is remembered
-// between requests: a replica cannot know, without asking the database,
-// that another one changed them a moment ago (a memory forgotten on
-// announcements let the next request on another replica, or on this one
-// when it learnt a write's position before the announcement, see the old
-// roles: TestRoleChangesCountFromTheNextRequest).
+// user holds are the database's as of the request (sessionChecks: asked in
+// one indexed round trip shared by the requests that arrive together, or
+// remembered under a session lease that no change of them commits under),
+// so that a logout, a revoked session or a role granted or withdrawn counts
+// from the next request, on every replica
+// (TestRoleChangesCountFromTheNextRequest).
 func (s *Server) authenticate(r *http.Request) (*Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {

@@ -17,11 +17,11 @@ import (
 // commit: under load one statement answers many requests, and an idle
 // server pays one statement per request. While the process holds a session
 // lease (package authlease), answers are remembered under the lease's
-// epoch: no revocation or role change commits while a lease read before it
-// is held, and a lease taken after one has another epoch. So an answer
-// remembered under the current epoch is still the database's, on every
-// replica, and a logout or a role change committed before a request counts
-// for it.
+// generation: no revocation or role change commits while a lease taken
+// before it is held, and a lease taken after one starts another
+// generation. So an answer remembered under the current generation is still
+// the database's, on every replica, and a logout or a role change committed
+// before a request counts for it.
 type sessionChecks struct {
 	db *pgxpool.Pool
 	// lookups counts the statements issued, for tests.
@@ -53,9 +53,10 @@ const sessionCheckTimeout = 5 * time.Second
 var errShortSessionLookup = errors.New("session lookup: fewer rows than sessions asked")
 
 // SessionLease tells whether the process holds a lease under which session
-// checks may be answered from memory, and its epoch (authlease.Lease).
+// checks may be answered from memory, and its generation (authlease.Lease):
+// what was read under a generation holds while it is current.
 type SessionLease interface {
-	Current() (epoch int64, ok bool)
+	Current() (generation int64, ok bool)
 }
 
 // check looks up user's roles and whether session was revoked: from memory
@@ -67,18 +68,18 @@ func (c *sessionChecks) check(ctx context.Context, user int64, session uuid.UUID
 	if c.lease == nil {
 		return c.lookUp(ctx, user, session)
 	}
-	epoch, leased := c.lease.Current()
+	generation, leased := c.lease.Current()
 	if leased {
-		if q, ok := c.known.get(user, session, epoch); ok {
+		if q, ok := c.known.get(user, session, generation); ok {
 			return q, nil
 		}
 	}
 	q, err := c.lookUp(ctx, user, session)
 	if err == nil && leased && q.known {
-		// Read after the lease under epoch was taken: true for as long as
-		// the epoch lasts (a user the read model does not hold yet is
+		// Read after a lease of generation was taken: true for as long as
+		// the generation lasts (a user the read model does not hold yet is
 		// asked about again).
-		c.known.put(user, session, epoch, q)
+		c.known.put(user, session, generation, q)
 	}
 	return q, err
 }
@@ -181,11 +182,11 @@ func (c *sessionChecks) lookup(ctx context.Context, batch []*sessionCheck) {
 	}
 }
 
-// rememberedChecks are the answers read under one lease epoch.
+// rememberedChecks are the answers read under one lease generation.
 type rememberedChecks struct {
-	mu      sync.RWMutex
-	epoch   int64
-	answers map[sessionKey]*sessionCheck
+	mu         sync.RWMutex
+	generation int64
+	answers    map[sessionKey]*sessionCheck
 }
 
 type sessionKey struct {
@@ -196,26 +197,26 @@ type sessionKey struct {
 // maxRemembered bounds the answers kept; when full, they are forgotten.
 const maxRemembered = 100_000
 
-func (r *rememberedChecks) get(user int64, session uuid.UUID, epoch int64) (*sessionCheck, bool) {
+func (r *rememberedChecks) get(user int64, session uuid.UUID, generation int64) (*sessionCheck, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if r.epoch != epoch {
+	if r.generation != generation {
 		return nil, false
 	}
 	q, ok := r.answers[sessionKey{user, session}]
 	return q, ok
 }
 
-// put remembers q, read under epoch. An answer of an older epoch than the
-// remembered ones is dropped; a newer epoch forgets them.
-func (r *rememberedChecks) put(user int64, session uuid.UUID, epoch int64, q *sessionCheck) {
+// put remembers q, read under generation. An answer of an older
+// generation than the remembered ones is dropped; a newer one forgets them.
+func (r *rememberedChecks) put(user int64, session uuid.UUID, generation int64, q *sessionCheck) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case epoch < r.epoch:
+	case generation < r.generation:
 		return
-	case epoch > r.epoch || r.answers == nil || len(r.answers) >= maxRemembered:
-		r.epoch, r.answers = epoch, map[sessionKey]*sessionCheck{}
+	case generation > r.generation || r.answers == nil || len(r.answers) >= maxRemembered:
+		r.generation, r.answers = generation, map[sessionKey]*sessionCheck{}
 	}
 	r.answers[sessionKey{user, session}] = q
 }

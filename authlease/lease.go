@@ -17,8 +17,8 @@
 // for as long as it holds leases under e. A lease is trusted for at most
 // TTL after it was asked for. A process that stops or starves keeps its
 // lock in PostgreSQL: a change waits a second for it, then ends the
-// connections of leases whose transaction began over 500 ms ago (trusted
-// no more), and takes the lock. A lease is also lost, unknown to the
+// connections of leases idle in their transaction for over 500 ms (asked
+// for before that, so trusted no more), and tries again. A lease is also lost, unknown to the
 // process, when PostgreSQL ends its connection otherwise (an operator's
 // pg_terminate_backend, a failover): the process finds out at its next
 // renewal, within Period.
@@ -41,8 +41,8 @@ import (
 const Period = 25 * time.Millisecond
 
 // TTL is the longest a lease is trusted after it was asked for. The
-// barrier ends a lease's connection only once its transaction is 500 ms
-// old: TTL must stay well under that.
+// barrier ends a lease's connection only once it has been idle in its
+// transaction 500 ms: TTL must stay well under that.
 const TTL = 250 * time.Millisecond
 
 // Lease holds the process's lease; Run keeps it.
@@ -51,12 +51,15 @@ type Lease struct {
 	logger *slog.Logger
 	state  atomic.Pointer[held]
 	now    func() time.Time
+	// generation numbers the run of leases under one epoch read on one
+	// connection (Run's goroutine alone writes it).
+	generation int64
 }
 
-// held is a lease: its epoch, trusted until until.
+// held is a lease: its generation, trusted until until.
 type held struct {
-	epoch int64
-	until time.Time
+	generation int64
+	until      time.Time
 }
 
 // New returns a lease over pool's database; Run takes it.
@@ -64,14 +67,19 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Lease {
 	return &Lease{pool: pool, logger: logger, now: time.Now}
 }
 
-// Current returns the epoch of the lease the process holds, and false when
-// it holds none it may trust: then nothing may be answered from memory.
-func (l *Lease) Current() (epoch int64, ok bool) {
+// Current returns the generation of the lease the process holds, and false
+// when it holds none it may trust: then nothing may be answered from
+// memory. What was read under a generation holds while Current returns it.
+// Generations only grow, in a process: a new one starts whenever a lease
+// reads another epoch than the last, or is taken on a new connection, so
+// that an epoch read again (a database restored, or failed over to a
+// standby behind it) never vouches for what was read before.
+func (l *Lease) Current() (generation int64, ok bool) {
 	h := l.state.Load()
 	if h == nil || !l.now().Before(h.until) {
 		return 0, false
 	}
-	return h.epoch, true
+	return h.generation, true
 }
 
 // Run holds the lease until ctx ends, taking it again on a new connection
@@ -79,10 +87,13 @@ func (l *Lease) Current() (epoch int64, ok bool) {
 func (l *Lease) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := l.hold(ctx)
+		took, err := l.hold(ctx)
 		l.state.Store(nil)
 		if ctx.Err() != nil {
 			return
+		}
+		if took {
+			backoff = 100 * time.Millisecond
 		}
 		l.logger.Warn("session-check lease lost; checks go to the database until it is taken again", "error", err, "in", backoff)
 		select {
@@ -102,26 +113,27 @@ const applicationName = "lectern auth lease"
 const take = `COMMIT; BEGIN; LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE; SELECT last_value FROM auth_epoch`
 
 // hold takes the lease every Period on a connection of its own, until ctx
-// ends or the connection fails.
-func (l *Lease) hold(ctx context.Context) error {
+// ends or the connection fails; took reports whether it took it at all.
+func (l *Lease) hold(ctx context.Context) (took bool, err error) {
 	cfg := l.pool.Config().ConnConfig.Copy()
 	cfg.RuntimeParams["application_name"] = applicationName
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	// The lease waits for changes' locks, and sits idle in its transaction
 	// between renewals: no timeout an operator set for the others applies.
 	if _, err := conn.Exec(ctx, `SET lock_timeout = 0; SET statement_timeout = 0; SET idle_in_transaction_session_timeout = 0`); err != nil {
-		return err
+		return false, err
 	}
+	last := int64(-1) // no epoch read on this connection yet
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return took, nil
 		case <-timer.C:
 		}
 		// Forget first: from the COMMIT on, changes may commit.
@@ -130,9 +142,14 @@ func (l *Lease) hold(ctx context.Context) error {
 		asked := l.now()
 		epoch, err := l.take(ctx, conn)
 		if err != nil {
-			return err
+			return took, err
 		}
-		l.state.Store(&held{epoch: epoch, until: asked.Add(TTL)})
+		if epoch != last {
+			l.generation++
+			last = epoch
+		}
+		took = true
+		l.state.Store(&held{generation: l.generation, until: asked.Add(TTL)})
 		timer.Reset(Period)
 	}
 }

@@ -2,6 +2,7 @@ package authlease
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/pgtest"
 	"lectern/poll"
@@ -145,28 +148,14 @@ func TestAStoppedHolderHoldsChangesUpOnlyBriefly(t *testing.T) {
 		}
 		return n
 	}
-	holder, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = holder.Rollback(ctx) }()
-	if _, err := holder.Exec(ctx, `LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	holder := stoppedHolder(t, pool)
 	before := epoch()
 	done := make(chan error, 1)
 	go func() {
 		_, err := pool.Exec(ctx, `SELECT lectern_auth_barrier()`)
 		done <- err
 	}()
-	poll.Must(t, 10*time.Second, "the change waiting for the holder's lock", func() bool {
-		var waiting bool
-		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%lectern_auth_barrier%')`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting
-	})
+	barrierWaiting(t, pool)
 	if got := epoch(); got != before {
 		t.Errorf("the epoch moved from %d to %d while the change waited for the lock", before, got)
 	}
@@ -200,7 +189,7 @@ func TestALeaseIsTrustedForItsTTLAtMost(t *testing.T) {
 	if _, ok := l.Current(); ok {
 		t.Fatal("a lease never taken is trusted")
 	}
-	l.state.Store(&held{epoch: 7, until: now.Add(TTL)})
+	l.state.Store(&held{generation: 7, until: now.Add(TTL)})
 	if epoch, ok := l.Current(); !ok || epoch != 7 {
 		t.Fatalf("Current() = %d, %v; want 7, true", epoch, ok)
 	}
@@ -224,9 +213,139 @@ func TestTheLeaseIsTakenAgainAfterItsConnectionEnds(t *testing.T) {
 	if _, err := l.pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, first); err != nil {
 		t.Fatal(err)
 	}
+	generation, _ := l.Current()
 	poll.Must(t, 20*time.Second, "the lease held on a new connection", func() bool {
 		_, ok := l.Current()
 		pid := backend()
 		return ok && pid != 0 && pid != first
 	})
+	if now, _ := l.Current(); now <= generation {
+		t.Errorf("the lease on a new connection has generation %d, want past %d", now, generation)
+	}
+}
+
+// An epoch read again, after the sequence went back (a database restored,
+// or failed over to a standby behind it), starts a new generation: what
+// was read under the epoch before never counts again.
+func TestAnEpochReadAgainStartsANewGeneration(t *testing.T) {
+	t.Parallel()
+	l := running(t)
+	ctx := context.Background()
+	var epoch int64
+	if err := l.pool.QueryRow(ctx, `SELECT last_value FROM auth_epoch`).Scan(&epoch); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := l.Current()
+	last := first
+	for _, to := range []int64{epoch + 5, epoch} {
+		if _, err := l.pool.Exec(ctx, `SELECT setval('auth_epoch', $1)`, to); err != nil {
+			t.Fatal(err)
+		}
+		poll.Must(t, 10*time.Second, fmt.Sprintf("a lease read epoch %d", to), func() bool {
+			g, ok := l.Current()
+			if ok && g != last {
+				last = g
+				return true
+			}
+			return false
+		})
+	}
+	if last == first {
+		t.Errorf("epoch %d read again brought generation %d back", epoch, first)
+	}
+}
+
+// stoppedHolder takes a lease as a process would, on a connection of its
+// own, and keeps it: a process that stopped.
+func stoppedHolder(t *testing.T, pool *pgxpool.Pool) pgx.Tx {
+	t.Helper()
+	holder, err := takeAndStop(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Rollback(context.Background()) })
+	return holder
+}
+
+func takeAndStop(pool *pgxpool.Pool) (pgx.Tx, error) {
+	ctx := context.Background()
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := holder.Exec(ctx, `LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE`); err != nil {
+		_ = holder.Rollback(ctx)
+		return nil, err
+	}
+	return holder, nil
+}
+
+// barrierWaiting polls until a barrier waits for a lock.
+func barrierWaiting(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	poll.Must(t, 10*time.Second, "the change waiting for a lease's lock", func() bool {
+		var waiting bool
+		if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%lectern_auth_barrier%')`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting
+	})
+}
+
+// A change waiting for a stopped holder ends that holder's connection, not
+// the live leases that queued behind the change meanwhile.
+func TestAStoppedHolderCostsLiveLeasesNothing(t *testing.T) {
+	t.Parallel()
+	l := running(t)
+	live := leaseBackend(t, l)
+	holder := stoppedHolder(t, l.pool)
+	if _, err := l.pool.Exec(context.Background(), `SELECT lectern_auth_barrier()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(context.Background(), `SELECT 1`); err == nil {
+		t.Error("the stopped holder's connection still holds its lease")
+	}
+	if now := leaseBackend(t, l); now != live {
+		t.Errorf("the live lease moved from backend %d to %d", live, now)
+	}
+}
+
+// Holders that take their leases while the change waits for another
+// (granted when the change's wait times out) and stop too are ended on
+// the change's next passes, the one that connected after its first pass as
+// well: each pass reads pg_stat_activity afresh.
+func TestAChangeOutlastsHoldersStoppingOneAfterAnother(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Fresh(t)
+	ctx := context.Background()
+	holders := []pgx.Tx{stoppedHolder(t, pool)}
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(ctx, `SELECT lectern_auth_barrier()`)
+		done <- err
+	}()
+	barrierWaiting(t, pool)
+	for range 2 {
+		// Queued behind the change, granted when its wait times out.
+		tx, err := takeAndStop(pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		holders = append(holders, tx)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the change failed: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the change still waits for holders that stopped")
+	}
+	for i, h := range holders {
+		if _, err := h.Exec(ctx, `SELECT 1`); err == nil {
+			t.Errorf("stopped holder %d still holds its lease", i+1)
+		}
+	}
 }

@@ -34,3 +34,21 @@ func BenchmarkSeal(b *testing.B) {
 		}
 	}
 }
+
+// A practice turn, the log's most common event: its prompt, its messages
+// and each model's answer (nested in results) are personal.
+func BenchmarkOpenTurn(b *testing.B) {
+	ctx := context.Background()
+	s := personal.NewSealer(newMemoryKeys())
+	data := json.RawMessage(`{"session_id":7,"turn":3,"prompt_text":"Question 3 of user 7?","messages":[{"role":"system","content":"You are a patient tutor."},{"role":"user","content":"Question?"}],"results":[{"session_model_id":14,"model_id":1,"model_name":"echo","provider":"offline","response_id":118,"response_text":"An answer of a few words.","token_usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26},"latency_ms":40,"attempts":1,"is_primary":true},{"session_model_id":15,"model_id":2,"model_name":"echo-reverse","provider":"offline","response_id":119,"response_text":"An answer of a few words.","token_usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26},"latency_ms":40,"attempts":1,"is_primary":false}]}`)
+	sealed, err := s.Seal(ctx, "session.turn_recorded", data, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Open(ctx, "session.turn_recorded", sealed); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

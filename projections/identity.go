@@ -19,7 +19,7 @@ const (
 
 // Users projects accounts into the users table.
 func Users() Projection {
-	return withLoader(Projection{Name: UsersProjection, Tables: []string{"users"}, Handlers: []GroupHandler{
+	p := withLoader(Projection{Name: UsersProjection, Tables: []string{"users"}, Handlers: []GroupHandler{
 		OnSet(func(ctx context.Context, tx pgx.Tx, ms []events.Meta, es []events.UserSignedUp) error {
 			n := len(es)
 			versions, at := metaColumns(ms)
@@ -42,10 +42,7 @@ func Users() Projection {
 					updated_at = $3, version = $4
 				WHERE id = $1 AND version < $4`,
 				e.UserID, e.Role, m.RecordedAt, m.Version)
-			if err != nil {
-				return err
-			}
-			return AuthBarrier(ctx, tx)
+			return err
 		}),
 		// The user's row reads as user.signed_up at its placeholders; the
 		// event is the user's stream's, so the row moves to it.
@@ -60,14 +57,11 @@ func Users() Projection {
 			return err
 		}),
 	}}, newUsersLoader)
-}
-
-// AuthBarrier makes tx, a change of what session checks read (roles), wait
-// before it commits until no process answers checks from what it read
-// before (package authlease; migration 00024).
-func AuthBarrier(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, `SELECT lectern_auth_barrier()`)
-	return err
+	// The table a replay swaps in gets the triggers that make changes of
+	// roles wait for session leases (migration 00024); since its roles may
+	// read otherwise, the swap waits as such a change does.
+	p.Swapped = []string{`SELECT lectern_users_barriers()`, `SELECT lectern_auth_barrier()`}
+	return p
 }
 
 // userRow is a users row as its loader keeps it.

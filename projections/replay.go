@@ -807,11 +807,8 @@ func (r *Replayer) swap(ctx context.Context, w *replayWorker) (ReplayResult, err
 			fmt.Sprintf("ALTER TABLE %s SET SCHEMA %s", pgx.Identifier{w.live, t}.Sanitize(), pgx.Identifier{w.old}.Sanitize()),
 			fmt.Sprintf("ALTER TABLE %s SET SCHEMA %s", pgx.Identifier{w.schema, t}.Sanitize(), pgx.Identifier{w.live}.Sanitize()))
 	}
-	swaps = append(swaps, "DROP SCHEMA "+pgx.Identifier{w.schema}.Sanitize(),
-		// A swapped-in users table holds the roles session checks read;
-		// any swap counts as a change of them (AuthBarrier): the cost is
-		// one re-read per session.
-		"SELECT lectern_auth_barrier()")
+	swaps = append(swaps, "DROP SCHEMA "+pgx.Identifier{w.schema}.Sanitize())
+	swaps = append(swaps, w.p.Swapped...)
 	for _, q := range swaps {
 		if _, err := tx.Exec(ctx, q); err != nil {
 			return res, fmt.Errorf("replay %s: swap: %w", w.p.Name, err)

@@ -39,6 +39,10 @@ type Projection struct {
 	// OnPoison is what the projection does with an event it cannot apply
 	// (default StopOnPoison).
 	OnPoison PoisonPolicy
+	// Swapped are statements a replay runs in the transaction that swaps
+	// its tables in, after them: what a table built LIKE the live one
+	// lacks (triggers), and what the swap means to others.
+	Swapped []string
 }
 
 // txFrom is the transaction a message is applied in: the savepoint the

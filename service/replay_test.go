@@ -251,7 +251,17 @@ func TestReplayRebuildsReadModelsIdentically(t *testing.T) {
 					t.Fatalf("the workload left %s empty: the comparison would prove nothing", table)
 				}
 			}
+			triggers := triggersOf(t, e.pool)
+			if len(triggers["users"]) == 0 {
+				t.Fatal("users has no triggers: the comparison would prove nothing")
+			}
 			results := replay(t, e, 0)
+			// A table built LIKE the live one has none of its triggers: the
+			// swap puts them back (the users table's make role changes wait
+			// for session leases).
+			if diff := cmp.Diff(triggers, triggersOf(t, e.pool)); diff != "" {
+				t.Errorf("the replayed tables' triggers differ (-live +replayed):\n%s", diff)
+			}
 			var applied int64
 			for _, r := range results {
 				applied += r.Applied
@@ -287,6 +297,32 @@ func TestReplayRebuildsReadModelsIdentically(t *testing.T) {
 			}
 		})
 	}
+}
+
+// triggersOf lists each table's triggers in the current schema.
+func triggersOf(t *testing.T, pool *pgxpool.Pool) map[string][]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT c.relname, array_agg(g.tgname::text ORDER BY g.tgname)
+		FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid
+		WHERE NOT g.tgisinternal AND c.relnamespace = current_schema()::regnamespace
+		GROUP BY c.relname`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for rows.Next() {
+		var table string
+		var names []string
+		if err := rows.Scan(&table, &names); err != nil {
+			t.Fatal(err)
+		}
+		out[table] = names
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // Writes that go on during a replay are neither lost nor applied twice: the

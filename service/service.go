@@ -232,11 +232,12 @@ func mergeByName(ps []projections.Projection) []projections.Projection {
 			out[i].Handlers = append(out[i].Handlers, p.Handlers...)
 			out[i].Tables = append(out[i].Tables, p.Tables...)
 			out[i].Loaders = append(out[i].Loaders, p.Loaders...)
+			out[i].Swapped = append(out[i].Swapped, p.Swapped...)
 			continue
 		}
 		at[p.Name] = len(out)
 		out = append(out, projections.Projection{Name: p.Name, Handlers: slices.Clone(p.Handlers), Tables: slices.Clone(p.Tables),
-			Loaders: slices.Clone(p.Loaders)})
+			Loaders: slices.Clone(p.Loaders), Swapped: slices.Clone(p.Swapped)})
 	}
 	return out
 }
