@@ -159,11 +159,7 @@ func TestSessionCheckOfAGoneClient(t *testing.T) {
 // remembered.
 func TestSessionChecksAreRememberedUnderALease(t *testing.T) {
 	ctx := context.Background()
-	pool, _, err := pgtest.NewDatabase(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := pgtest.Fresh(t)
 	lease := authlease.New(pool, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	leaseCtx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

@@ -105,13 +105,7 @@ func TestOnlyRevocationsMoveTheEpoch(t *testing.T) {
 	t.Parallel()
 	l := running(t)
 	ctx := context.Background()
-	epoch := func() int64 {
-		var n int64
-		if err := l.pool.QueryRow(ctx, `SELECT last_value FROM auth_epoch`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	epoch := func() int64 { return epochOf(t, l.pool) }
 	hash := uuid.NewString()
 	if _, err := l.pool.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
 		VALUES ($1, 1, $2, now() + interval '1 hour')`, hash, uuid.New()); err != nil {
@@ -141,32 +135,15 @@ func TestAStoppedHolderHoldsChangesUpOnlyBriefly(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Fresh(t)
 	ctx := context.Background()
-	epoch := func() int64 {
-		var n int64
-		if err := pool.QueryRow(ctx, `SELECT last_value FROM auth_epoch`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	epoch := func() int64 { return epochOf(t, pool) }
 	holder := stoppedHolder(t, pool)
 	before := epoch()
-	done := make(chan error, 1)
-	go func() {
-		_, err := pool.Exec(ctx, `SELECT lectern_auth_barrier()`)
-		done <- err
-	}()
+	done := barrier(pool)
 	barrierWaiting(t, pool)
 	if got := epoch(); got != before {
 		t.Errorf("the epoch moved from %d to %d while the change waited for the lock", before, got)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the change failed: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the change still waits for a holder that stopped")
-	}
+	committed(t, done)
 	if got := epoch(); got <= before {
 		t.Errorf("the epoch is %d after the change, want past %d", got, before)
 	}
@@ -231,10 +208,7 @@ func TestAnEpochReadAgainStartsANewGeneration(t *testing.T) {
 	t.Parallel()
 	l := running(t)
 	ctx := context.Background()
-	var epoch int64
-	if err := l.pool.QueryRow(ctx, `SELECT last_value FROM auth_epoch`).Scan(&epoch); err != nil {
-		t.Fatal(err)
-	}
+	epoch := epochOf(t, l.pool)
 	first, _ := l.Current()
 	last := first
 	for _, to := range []int64{epoch + 5, epoch} {
@@ -280,6 +254,41 @@ func takeAndStop(pool *pgxpool.Pool) (pgx.Tx, error) {
 	return holder, nil
 }
 
+// barrier runs the barrier as a change of its own, in the background; its
+// result arrives on the channel.
+func barrier(pool *pgxpool.Pool) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := pool.Exec(context.Background(), `SELECT lectern_auth_barrier()`)
+		done <- err
+	}()
+	return done
+}
+
+// committed waits for a barrier started by barrier to end, and fails the
+// test if it failed or is still waiting after 30 s.
+func committed(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the change failed: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the change still waits for holders that stopped")
+	}
+}
+
+// epochOf reads pool's auth_epoch.
+func epochOf(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT last_value FROM auth_epoch`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // barrierWaiting polls until a barrier waits for a lock.
 func barrierWaiting(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
@@ -320,11 +329,7 @@ func TestAChangeOutlastsHoldersStoppingOneAfterAnother(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	ctx := context.Background()
 	holders := []pgx.Tx{stoppedHolder(t, pool)}
-	done := make(chan error, 1)
-	go func() {
-		_, err := pool.Exec(ctx, `SELECT lectern_auth_barrier()`)
-		done <- err
-	}()
+	done := barrier(pool)
 	barrierWaiting(t, pool)
 	for range 2 {
 		// Queued behind the change, granted when its wait times out.
@@ -335,14 +340,7 @@ func TestAChangeOutlastsHoldersStoppingOneAfterAnother(t *testing.T) {
 		defer func() { _ = tx.Rollback(ctx) }()
 		holders = append(holders, tx)
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("the change failed: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("the change still waits for holders that stopped")
-	}
+	committed(t, done)
 	for i, h := range holders {
 		if _, err := h.Exec(ctx, `SELECT 1`); err == nil {
 			t.Errorf("stopped holder %d still holds its lease", i+1)
