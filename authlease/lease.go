@@ -18,10 +18,11 @@
 // TTL after it was asked for. A process that stops or starves keeps its
 // lock in PostgreSQL: a change waits a second for it, then ends the
 // connections of leases idle in their transaction for over 500 ms (asked
-// for before that, so trusted no more), and tries again. A lease is also lost, unknown to the
-// process, when PostgreSQL ends its connection otherwise (an operator's
-// pg_terminate_backend, a failover): the process finds out at its next
-// renewal, within Period.
+// for before that, so trusted no more), and tries again. A lease is also
+// lost, unknown to the process, when PostgreSQL ends its connection
+// otherwise (an operator's pg_terminate_backend, a failover): the process
+// finds out at its next renewal, within Period, or stops trusting the lease
+// after TTL if the renewal is held up.
 package authlease
 
 import (
@@ -161,6 +162,9 @@ func (l *Lease) take(ctx context.Context, conn *pgx.Conn) (int64, error) {
 	results, err := conn.PgConn().Exec(ctx, take).ReadAll()
 	if err != nil {
 		return 0, err
+	}
+	if len(results) == 0 {
+		return 0, errNoEpoch
 	}
 	last := results[len(results)-1]
 	if len(last.Rows) != 1 || len(last.Rows[0]) != 1 {

@@ -39,7 +39,8 @@ BEGIN
             IF passes >= 10 THEN
                 RAISE EXCEPTION 'lectern_auth_barrier: a session lease could not be ended in 10 s';
             END IF;
-            -- pg_stat_activity is read once per transaction otherwise.
+            -- Read afresh on each pass: pg_stat_activity may be a snapshot
+            -- taken once per transaction.
             PERFORM pg_stat_clear_snapshot();
             PERFORM pg_terminate_backend(l.pid)
             FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
