@@ -25,9 +25,9 @@ import (
 type sessionChecks struct {
 	db *pgxpool.Pool
 	// lookups counts the statements issued, for tests.
-	lookups atomic.Int64
-	lease   SessionLease // nil: remember nothing
-	known   rememberedChecks
+	lookups    atomic.Int64
+	lease      SessionLease // nil: remember nothing
+	remembered rememberedChecks
 
 	mu      sync.Mutex
 	queued  []*sessionCheck
@@ -70,7 +70,7 @@ func (c *sessionChecks) check(ctx context.Context, user int64, session uuid.UUID
 	}
 	generation, leased := c.lease.Current()
 	if leased {
-		if q, ok := c.known.get(user, session, generation); ok {
+		if q, ok := c.remembered.get(user, session, generation); ok {
 			return q, nil
 		}
 	}
@@ -79,7 +79,7 @@ func (c *sessionChecks) check(ctx context.Context, user int64, session uuid.UUID
 		// Read after a lease of generation was taken: true for as long as
 		// the generation lasts (a user the read model does not hold yet is
 		// asked about again).
-		c.known.put(user, session, generation, q)
+		c.remembered.put(user, session, generation, q)
 	}
 	return q, err
 }

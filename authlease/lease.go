@@ -109,9 +109,9 @@ func (l *Lease) Run(ctx context.Context) {
 // applicationName names the lease's connection in pg_stat_activity.
 const applicationName = "lectern auth lease"
 
-// take gives up the lease held on conn, if any, and takes it again, in one
+// takeSQL gives up the lease held on conn, if any, and takes it again, in one
 // round trip, reading the epoch under it.
-const take = `COMMIT; BEGIN; LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE; SELECT last_value FROM auth_epoch`
+const takeSQL = `COMMIT; BEGIN; LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE; SELECT last_value FROM auth_epoch`
 
 // hold takes the lease every Period on a connection of its own, until ctx
 // ends or the connection fails; took reports whether it took it at all.
@@ -157,9 +157,9 @@ func (l *Lease) hold(ctx context.Context) (took bool, err error) {
 
 var errNoEpoch = errors.New("authlease: the lease query returned no epoch")
 
-// take runs the take query on conn and returns the epoch it read.
+// take runs takeSQL on conn and returns the epoch it read.
 func (l *Lease) take(ctx context.Context, conn *pgx.Conn) (int64, error) {
-	results, err := conn.PgConn().Exec(ctx, take).ReadAll()
+	results, err := conn.PgConn().Exec(ctx, takeSQL).ReadAll()
 	if err != nil {
 		return 0, err
 	}

@@ -133,7 +133,7 @@ func (l *Listener) Run(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := l.listen(ctx)
-		l.setLive(false)
+		l.live.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -162,7 +162,7 @@ func (l *Listener) listen(ctx context.Context) error {
 	if err := l.Refresh(ctx); err != nil {
 		return err
 	}
-	l.setLive(true)
+	l.live.Store(true)
 	l.wakeAll()
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -180,8 +180,6 @@ func (l *Listener) listen(ctx context.Context) error {
 		}
 	}
 }
-
-func (l *Listener) setLive(live bool) { l.live.Store(live) }
 
 func (l *Listener) advance(group string, pos eventstore.Position) {
 	l.mu.Lock()
