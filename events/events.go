@@ -45,6 +45,7 @@ type Registry struct {
 	decoders  map[string]func(json.RawMessage) (Event, error)
 	upcasters map[upcastKey]Upcaster // see upcast.go
 	open      Opener                 // nil: events are read as stored
+	openInto  IntoOpener             // nil: DecodeInto opens with open
 }
 
 // Opener turns an event's data as stored into its data in clear: the
@@ -56,6 +57,20 @@ type Opener func(eventType string, data json.RawMessage) (json.RawMessage, error
 // the registry is built.
 func (r *Registry) OpenWith(open Opener) *Registry {
 	r.open = open
+	return r
+}
+
+// IntoOpener decodes an event's data as stored into v, a pointer to a new
+// event of its type, as decoding the Opener's result would; handled false
+// when it does not take the event (v is then still zero, and the Opener's
+// way is taken). It spares readers that decode every event (a replay)
+// writing each event's JSON in clear only to decode it.
+type IntoOpener func(eventType string, data json.RawMessage, v any) (handled bool, err error)
+
+// OpenIntoWith makes r's DecodeInto open events of a current schema
+// version with open, beside the Opener of OpenWith, which takes the rest.
+func (r *Registry) OpenIntoWith(open IntoOpener) *Registry {
+	r.openInto = open
 	return r
 }
 

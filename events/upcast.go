@@ -72,6 +72,20 @@ func (r *Registry) Upcast(eventType string, schemaVersion int, data json.RawMess
 // older shape with no upcaster, or of a newer release, is refused rather than
 // misread.
 func (r *Registry) DecodeInto(eventType string, schemaVersion int, data json.RawMessage, v any) error {
+	if r != nil && r.openInto != nil && r.upcasters[upcastKey{eventType, max(schemaVersion, 1)}] == nil {
+		// Stored at a version no step starts from: nothing to upcast, so
+		// the opener may decode the stored data straight into v.
+		handled, err := r.openInto(eventType, data, v)
+		if err != nil {
+			return err
+		}
+		if handled {
+			if e, ok := v.(Event); ok {
+				return checkVersion(eventType, max(schemaVersion, 1), e)
+			}
+			return nil
+		}
+	}
 	data, reached, err := r.Upcast(eventType, schemaVersion, data)
 	if err != nil {
 		return err

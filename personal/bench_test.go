@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"lectern/events"
 	"lectern/personal"
 )
 
@@ -40,8 +41,7 @@ func BenchmarkSeal(b *testing.B) {
 func BenchmarkOpenTurn(b *testing.B) {
 	ctx := context.Background()
 	s := personal.NewSealer(newMemoryKeys())
-	data := json.RawMessage(`{"session_id":7,"turn":3,"prompt_text":"Question 3 of user 7?","messages":[{"role":"system","content":"You are a patient tutor."},{"role":"user","content":"Question?"}],"results":[{"session_model_id":14,"model_id":1,"model_name":"echo","provider":"offline","response_id":118,"response_text":"An answer of a few words.","token_usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26},"latency_ms":40,"attempts":1,"is_primary":true},{"session_model_id":15,"model_id":2,"model_name":"echo-reverse","provider":"offline","response_id":119,"response_text":"An answer of a few words.","token_usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26},"latency_ms":40,"attempts":1,"is_primary":false}]}`)
-	sealed, err := s.Seal(ctx, "session.turn_recorded", data, 7)
+	sealed, err := s.Seal(ctx, "session.turn_recorded", benchTurn, 7)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -52,3 +52,37 @@ func BenchmarkOpenTurn(b *testing.B) {
 		}
 	}
 }
+
+// Decoding a practice turn as a replay does: in clear, sealed through Open
+// then decoded, and sealed through OpenInto (what the service's registry
+// does).
+func BenchmarkDecodeTurn(b *testing.B) {
+	ctx := context.Background()
+	s := personal.NewSealer(newMemoryKeys())
+	sealed, err := s.Seal(ctx, "session.turn_recorded", benchTurn, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	openOnly := events.NewRegistry().OpenWith(func(t string, d json.RawMessage) (json.RawMessage, error) { return s.Open(ctx, t, d) })
+	for _, c := range []struct {
+		name     string
+		registry *events.Registry
+		data     json.RawMessage
+	}{
+		{"clear", events.NewRegistry(), benchTurn},
+		{"open-then-decode", openOnly, sealed},
+		{"open-into", s.Opening(events.NewRegistry()), sealed},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var e events.SessionTurnRecorded
+				if err := c.registry.DecodeInto("session.turn_recorded", 1, c.data, &e); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+var benchTurn = json.RawMessage(`{"session_id":7,"turn":3,"prompt_text":"Question 3 of user 7?","messages":[{"role":"system","content":"You are a patient tutor."},{"role":"user","content":"Question?"}],"results":[{"session_model_id":14,"model_id":1,"model_name":"echo","provider":"offline","response_id":118,"response_text":"An answer of a few words.","token_usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26},"latency_ms":40,"attempts":1,"is_primary":true},{"session_model_id":15,"model_id":2,"model_name":"echo-reverse","provider":"offline","response_id":119,"response_text":"An answer of a few words.","token_usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26},"latency_ms":40,"attempts":1,"is_primary":false}]}`)

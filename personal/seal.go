@@ -142,8 +142,59 @@ func (s *Sealer) sealGeneral(ctx context.Context, eventType string, r rule, data
 // A quote inside a JSON string is escaped, so `"pii":` in the bytes is a
 // member name.
 func Sealed(eventType string, data []byte) bool {
-	_, ok := rules[eventType]
-	return ok && bytes.Contains(data, piiKey)
+	if _, ok := rules[eventType]; !ok {
+		return false
+	}
+	_, ok := trailingEnvelope(data)
+	return ok || bytes.Contains(data, piiKey)
+}
+
+// trailingEnvelope returns the "pii" member's value when data ends with it
+// as sealMembers writes it, the last member:
+// `,"pii":{"sub":"user-7","ct":"<base64>"}}`. It reads the envelope alone,
+// backwards, where a replay would otherwise scan the whole event for it.
+//
+// In valid JSON that ends so, the member is the top level's: the base64
+// text and the subject hold no quote or backslash, so each quote read is a
+// string's own, the member's object closes just before the top level does,
+// and an object's last member is followed by its own closing brace.
+// Callers decode the data as JSON too; a scan or the general path takes
+// data that does not end so.
+func trailingEnvelope(data []byte) (value []byte, ok bool) {
+	const tail = `"}}`
+	end := len(data) - len(tail)
+	if end < 0 || string(data[end:]) != tail {
+		return nil, false
+	}
+	// The base64 holds no quote: the last one before it opens it. (Its
+	// bytes are checked as they are decoded, and a backslash here is left
+	// to the scan.)
+	i := bytes.LastIndexByte(data[:end], '"') + 1
+	if bytes.IndexByte(data[i:end], '\\') >= 0 {
+		return nil, false
+	}
+	rest, ok := bytes.CutSuffix(data[:i], subjectEnd)
+	if !ok {
+		return nil, false
+	}
+	j := len(rest)
+	for j > 0 && subjectChar(rest[j-1]) {
+		j--
+	}
+	head, ok := bytes.CutSuffix(rest[:j], piiEnvelope)
+	if !ok || j == len(rest) || len(head) == 0 || head[len(head)-1] != ',' && head[len(head)-1] != '{' {
+		return nil, false
+	}
+	return data[len(head)+len(piiKey) : len(data)-1], true
+}
+
+// subjectEnd follows the subject in the envelope as appendEnvelope writes it.
+var subjectEnd = append([]byte(`"`), envelopeMiddle...)
+
+// subjectChar is a byte of a subject ("user-7", "partner-6") as sealMembers
+// writes it.
+func subjectChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-'
 }
 
 // Open returns data with the personal values of its "pii" member put back,
@@ -453,6 +504,13 @@ func (s *Sealer) prefetch(ctx context.Context, subjects []string) error {
 // (Open goes the general way, and asks for its key itself). A subject here
 // is only a hint of which keys to load: Open reads the envelope itself.
 func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []member) {
+	if env, ok := trailingEnvelope(data); ok {
+		sub, _, _ := envelopeParts(env)
+		if n := len(subjects); n > 0 && subjects[n-1] == string(sub) {
+			return subjects, ms // a subject's events come in runs: one will do
+		}
+		return append(subjects, string(sub)), ms
+	}
 	if i := bytes.Index(data, piiEnvelope); i >= 0 {
 		rest := data[i+len(piiEnvelope):]
 		if j := bytes.IndexByte(rest, '"'); j > 0 {

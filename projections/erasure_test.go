@@ -229,10 +229,7 @@ func TestErasureLeavesWhatAReplayBuilds(t *testing.T) {
 	raw := postgres.New(pool, nil)
 	store := personal.NewStore(raw, personal.NewSealer(keys))
 	registry := func(keys personal.KeySource) *events.Registry {
-		sealer := personal.NewSealer(keys)
-		return events.NewRegistry().OpenWith(func(typ string, data json.RawMessage) (json.RawMessage, error) {
-			return sealer.Open(ctx, typ, data)
-		})
+		return personal.NewSealer(keys).Opening(events.NewRegistry())
 	}
 	groups := readModels()
 	var tables, names []string

@@ -5,7 +5,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -151,14 +150,10 @@ func keySource(keys *personal.Keys) personal.KeySource {
 
 // registryFor is the event registry, opening sealed events with sealer.
 func registryFor(sealer *personal.Sealer) *events.Registry {
-	r := events.NewRegistry()
 	if sealer == nil {
-		return r
+		return events.NewRegistry()
 	}
-	// No deadline per event: the key store bounds its own look-ups.
-	return r.OpenWith(func(eventType string, data json.RawMessage) (json.RawMessage, error) {
-		return sealer.Open(context.Background(), eventType, data)
-	})
+	return sealer.Opening(events.NewRegistry())
 }
 
 // Service is a wired Lectern.

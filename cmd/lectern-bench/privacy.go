@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -66,9 +65,7 @@ func privacyBench(ctx context.Context, base string) error {
 
 	// Reading back: the events of each kind, read in pages and decoded as a
 	// replay does, opened through the registry (sealed) or not (clear).
-	opened := events.NewRegistry().OpenWith(func(t string, d json.RawMessage) (json.RawMessage, error) {
-		return sealer.Open(ctx, t, d)
-	})
+	opened := sealer.Opening(events.NewRegistry())
 	var sealedRate, clearRate float64
 	for range rounds {
 		c, err := decodeAll(ctx, plain, "clear", events.NewRegistry())

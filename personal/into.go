@@ -1,0 +1,287 @@
+package personal
+
+import (
+	"bytes"
+	"context"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	gojson "github.com/goccy/go-json"
+
+	"lectern/events"
+)
+
+// Opening straight into the decoded event.
+//
+// Open writes the event's JSON back with its values in place, and the
+// reader then decodes that: for a replay, which opens every event of the
+// log, writing the JSON costs as much as decoding it. OpenInto decodes the
+// sealed JSON as it is (the placeholders in place of the values), then
+// decodes each sealed value into its field of the decoded struct. The
+// fields are found once per event type and Go type, by their json tags.
+// Anything it does not expect is left to Open (the caller falls back): the
+// result is always what decoding Open's result gives.
+
+// OpenInto decodes data, of eventType, into v (a pointer to a new, zero
+// event struct) as decoding Open's result would, without writing that
+// result. It reports false, with v zero, when it does not take the event
+// (not sealed, a shape it does not expect, data that does not decode): the
+// caller then opens and decodes as usual.
+func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v any) (bool, error) {
+	if _, ok := rules[eventType]; !ok {
+		return false, nil
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+		return false, nil
+	}
+	p := planFor(eventType, rv.Elem().Type())
+	if p == nil {
+		return false, nil
+	}
+	raw, ok := trailingEnvelope(data)
+	if !ok {
+		if !bytes.Contains(data, piiKey) {
+			return false, nil // not sealed
+		}
+		var buf [16]member
+		ms, ok := members(data, buf[:0])
+		if !ok {
+			return false, nil
+		}
+		for _, m := range ms {
+			if string(m.key) == piiMember {
+				raw = m.value
+			}
+		}
+		if raw == nil {
+			return false, nil
+		}
+	}
+	subject, sealed, err := parseEnvelope(raw)
+	if err != nil {
+		return true, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	aead, err := s.keys.Key(ctx, subject, false)
+	erased := errors.Is(err, ErrErased)
+	if err != nil && !erased {
+		return true, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	var plain []byte
+	if !erased {
+		n := aead.NonceSize()
+		if len(sealed) < n {
+			return true, fmt.Errorf("personal: open %s: sealed values too short", eventType)
+		}
+		var ad [64]byte
+		// In place: sealed is this call's own (decoded from base64).
+		if plain, err = aead.Open(sealed[n:n], sealed[:n], sealed[n:], appendAdditional(ad[:0], eventType, subject)); err != nil {
+			return true, fmt.Errorf("personal: open %s: %w", eventType, err)
+		}
+	}
+	// The struct as stored, placeholders and all ("pii" matches no field).
+	if err := gojson.Unmarshal(data, v); err != nil {
+		rv.Elem().SetZero()
+		return false, nil
+	}
+	if erased {
+		return true, nil // the placeholders stand
+	}
+	var vbuf [8]member
+	values, ok := members(plain, vbuf[:0])
+	if ok {
+		ok = p.put(rv.Elem(), values)
+	}
+	if !ok {
+		rv.Elem().SetZero()
+		return false, nil
+	}
+	return true, nil
+}
+
+// intoPlan is where each sealed field of an event type lives in its Go
+// struct.
+type intoPlan struct{ fields []intoField }
+
+// intoField is a field of a rule in a Go struct: outer is the index of its
+// top-level member's field; for a nested field, inner is the index of the
+// member's field in the object (or in each element of the array: each).
+type intoField struct {
+	name         string
+	outer, inner []int
+	nested, each bool
+	str          bool // a string the decoder would set as it is (see decodeField)
+}
+
+type planKey struct {
+	eventType string
+	typ       reflect.Type
+}
+
+// plans caches planFor: a nil plan for a pair it cannot take.
+var plans sync.Map // planKey → *intoPlan
+
+// planFor returns the plan of eventType's rule over the struct type t, or
+// nil when some field has no exact json tag in it (Open then decides, as
+// the decoder would: ignoring it, or matching a tag in another case).
+func planFor(eventType string, t reflect.Type) *intoPlan {
+	key := planKey{eventType, t}
+	if p, ok := plans.Load(key); ok {
+		return p.(*intoPlan)
+	}
+	p := makePlan(rules[eventType], t)
+	plans.Store(key, p)
+	return p
+}
+
+func makePlan(r rule, t reflect.Type) *intoPlan {
+	if !r.scannable() {
+		return nil
+	}
+	p := &intoPlan{}
+	for _, f := range r.fields {
+		outerName, each := strings.CutSuffix(f.path[0], "[]")
+		outer, ft, ok := fieldByTag(t, outerName)
+		if !ok {
+			return nil
+		}
+		x := intoField{name: f.name(), outer: outer}
+		leaf := ft
+		if len(f.path) == 2 {
+			x.nested, x.each = true, each
+			if each {
+				if ft.Kind() != reflect.Slice {
+					return nil
+				}
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if x.inner, leaf, ok = fieldByTag(ft, f.path[1]); !ok {
+				return nil
+			}
+		}
+		x.str = leaf.Kind() == reflect.String && !reflect.PointerTo(leaf).Implements(jsonUnmarshaler) &&
+			!reflect.PointerTo(leaf).Implements(textUnmarshaler)
+		p.fields = append(p.fields, x)
+	}
+	return p
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[gojson.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// fieldByTag finds the field of struct t whose json name is name, among its
+// own fields: an embedded struct is not looked into (no plan then).
+func fieldByTag(t reflect.Type, name string) ([]int, reflect.Type, bool) {
+	if t.Kind() != reflect.Struct {
+		return nil, nil, false
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous {
+			return nil, nil, false
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.IsExported() && tag == name {
+			return f.Index, f.Type, true
+		}
+	}
+	return nil, nil, false
+}
+
+// put decodes each sealed value into its field of ev: false when a value
+// does not fit (Open then decides).
+func (p *intoPlan) put(ev reflect.Value, values []member) bool {
+	for _, v := range values {
+		f := p.field(v.key)
+		if f == nil {
+			continue // not one of the rule's fields: Open puts it nowhere either
+		}
+		outer := ev.FieldByIndex(f.outer)
+		if !f.nested {
+			if !decodeField(outer, v.value, f.str) {
+				return false
+			}
+			continue
+		}
+		if string(v.value) == "null" {
+			continue
+		}
+		if !f.each {
+			if !putInner(outer, f, v.value) {
+				return false
+			}
+			continue
+		}
+		var ebuf [8][]byte
+		vals, ok := appendElements(ebuf[:0], v.value)
+		if !ok || outer.Len() != len(vals) {
+			return false
+		}
+		for i, val := range vals {
+			if !putInner(outer.Index(i), f, val) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (p *intoPlan) field(name []byte) *intoField {
+	for i := range p.fields {
+		if p.fields[i].name == string(name) {
+			return &p.fields[i]
+		}
+	}
+	return nil
+}
+
+// putInner decodes value into f's inner field of obj (a struct, or a
+// pointer to one: a nil one was null, and gets nothing, as with Open).
+func putInner(obj reflect.Value, f *intoField, value []byte) bool {
+	if obj.Kind() == reflect.Pointer {
+		if obj.IsNil() {
+			return true
+		}
+		obj = obj.Elem()
+	}
+	return decodeField(obj.FieldByIndex(f.inner), value, f.str)
+}
+
+// decodeField sets f to the JSON value, as decoding it into a zero f would.
+// A JSON string without escapes, in valid UTF-8, into a field of a string
+// kind that decodes itself in no way of its own (str), the common case, is
+// set without the decoder.
+func decodeField(f reflect.Value, value []byte, str bool) bool {
+	if str && len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+		s := value[1 : len(value)-1]
+		if bytes.IndexByte(s, '\\') < 0 && bytes.IndexByte(s, '"') < 0 && utf8.Valid(s) {
+			f.SetString(string(s))
+			return true
+		}
+	}
+	f.SetZero()
+	return gojson.Unmarshal(value, f.Addr().Interface()) == nil
+}
+
+// Opening sets r to open the events it decodes with s (OpenWith and
+// OpenIntoWith) and returns it. There is no deadline per event: the key
+// store bounds its own look-ups.
+func (s *Sealer) Opening(r *events.Registry) *events.Registry {
+	r.OpenIntoWith(func(eventType string, data json.RawMessage, v any) (bool, error) {
+		return s.OpenInto(context.Background(), eventType, data, v)
+	})
+	return r.OpenWith(func(eventType string, data json.RawMessage) (json.RawMessage, error) {
+		return s.Open(context.Background(), eventType, data)
+	})
+}

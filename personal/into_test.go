@@ -1,0 +1,265 @@
+package personal
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/json"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"lectern/events"
+)
+
+// newEvent makes a new event of each type a rule names: the Go types that
+// OpenInto decodes into.
+var newEvent = map[string]func() any{
+	"user.signed_up":              func() any { return new(events.UserSignedUp) },
+	"agent.created":               func() any { return new(events.AgentCreated) },
+	"agent.updated":               func() any { return new(events.AgentUpdated) },
+	"fewshot.created":             func() any { return new(events.FewShotCreated) },
+	"fewshot.updated":             func() any { return new(events.FewShotUpdated) },
+	"partner.created":             func() any { return new(events.PartnerCreated) },
+	"promotion.requested":         func() any { return new(events.PromotionRequested) },
+	"promotion.rejected":          func() any { return new(events.PromotionRejected) },
+	"session.started":             func() any { return new(events.SessionStarted) },
+	"session.turn_recorded":       func() any { return new(events.SessionTurnRecorded) },
+	"session.settings_updated":    func() any { return new(events.SessionSettingsUpdated) },
+	"knowledge.document_uploaded": func() any { return new(events.KnowledgeDocumentUploaded) },
+}
+
+// Every rule's fields are found in its event's Go type: otherwise OpenInto
+// would leave every event of the type to Open, and a replay would pay.
+func TestEveryRuleHasAPlan(t *testing.T) {
+	if diff := cmp.Diff(slices.Sorted(maps.Keys(rules)), slices.Sorted(maps.Keys(newEvent))); diff != "" {
+		t.Fatalf("rules and the test's event types differ (-rules +test):\n%s", diff)
+	}
+	for typ, mk := range newEvent {
+		if planFor(typ, reflect.TypeOf(mk()).Elem()) == nil {
+			t.Errorf("%s: no plan for %T", typ, mk())
+		}
+	}
+}
+
+// erasedKeys is the key source once every subject is erased.
+type erasedKeys struct{}
+
+func (erasedKeys) Key(context.Context, string, bool) (cipher.AEAD, error) { return nil, ErrErased }
+
+// intoCases are events of every type with personal fields, in the shapes
+// each may take: values with escapes and non-ASCII text, nulls, members
+// left out, nested objects that are null or lack the field, arrays with an
+// element that lacks it.
+var intoCases = []struct{ eventType, data string }{
+	{"user.signed_up", `{"user_id":7,"email":"m@example.com","name":"Zoë \"Z\" O'Neil\n\u00e9\u2028","roles":["user"]}`},
+	{"agent.created", `{"agent_id":3,"owner_id":7,"name":"Tutor","system_prompt":"Be kind.\tAlways.","role_description":"r","template_source":null,"is_active":true}`},
+	{"agent.created", `{"agent_id":3,"owner_id":7,"name":"","system_prompt":"\\","is_active":false}`},
+	{"agent.updated", `{"agent_id":3,"name":"n","system_prompt":"p","role_description":null,"template_source":"t","is_active":true,"changed":["name"]}`},
+	{"fewshot.created", `{"example_id":2,"user_id":7,"title":"T","input_text":"2+2?","output_text":"4","meta":{"note":"x","n":[1,2]},"is_active":true}`},
+	{"fewshot.created", `{"example_id":2,"user_id":7,"title":null,"input_text":"i","output_text":"o","meta":null,"is_active":true}`},
+	{"fewshot.updated", `{"example_id":2,"title":"T","input_text":"i","output_text":"o","meta":{},"is_active":true,"changed":["title"]}`},
+	{"partner.created", `{"partner_id":6,"org_id":1,"user_id":null,"full_name":"F","email":"p@example.com","phone":"+33 1","role":"partner","is_active":true}`},
+	{"promotion.requested", `{"request_id":8,"user_id":7,"name":"N","email":"e@example.com","org_name":"O","target_role":"partner","edu_category":null}`},
+	{"promotion.rejected", `{"request_id":8,"user_id":7,"reviewed_by":1,"reason":"Not yet"}`},
+	{"session.started", `{"session_id":12,"user_id":7,"title":"T","settings":{"setting_id":1,"style_params":{},"agent_snapshot":{"agent_id":3,"name":"A","system_prompt":"S"},"few_shot_links":[]}}`},
+	{"session.started", `{"session_id":12,"user_id":7,"title":null,"settings":{"setting_id":1,"agent_snapshot":null}}`},
+	{"session.started", `{"session_id":12,"user_id":7,"settings":{"setting_id":1}}`},
+	{"session.started", `{"session_id":12,"user_id":7,"settings":null}`},
+	{"session.turn_recorded", `{"session_id":12,"turn":1,"prompt_text":"Q?","messages":[{"role":"system","content":"S"},{"role":"user","content":"Q\u00e9?"}],"results":[{"model_name":"echo","response_text":"A"},{"model_name":"echo-reverse","response_text":"\"B\""}]}`},
+	{"session.turn_recorded", `{"session_id":12,"turn":2,"prompt_text":"Q","messages":[],"results":[{"model_name":"echo","response_text":""},{"model_name":"down","error":{"kind":"timeout"}}]}`},
+	{"session.turn_recorded", `{"session_id":12,"turn":3,"prompt_text":"Q","messages":null,"results":null}`},
+	{"session.settings_updated", `{"session_id":12,"settings":{"setting_id":2,"agent_snapshot":{"agent_id":3,"name":"A","system_prompt":"S"}},"changed":["agent_id"]}`},
+	{"knowledge.document_uploaded", `{"knowledge_id":4,"user_id":7,"title":"Doc","content_type":"text/plain","size":3,"content_hash":"ab","content_size":3}`},
+}
+
+// OpenInto takes every event of a rule, live or erased, and decodes it to
+// what decoding Open's result gives, field for field.
+func TestOpenIntoDecodesAsOpen(t *testing.T) {
+	block, _ := aes.NewCipher(make([]byte, 32))
+	aead, _ := cipher.NewGCM(block)
+	live := NewSealer(oneKey{aead})
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for _, c := range intoCases {
+		seen[c.eventType] = true
+		sealed, err := live.Seal(ctx, c.eventType, json.RawMessage(c.data), 7)
+		if err != nil {
+			t.Fatalf("%s: seal: %v", c.data, err)
+		}
+		for _, s := range []*Sealer{live, NewSealer(erasedKeys{})} {
+			want, got := decodeBothWays(t, s, c.eventType, sealed)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s (erased: %v): OpenInto differs from Open (-open +into):\n%s", c.data, s != live, diff)
+			}
+		}
+	}
+	if len(seen) != len(rules) {
+		t.Errorf("cases cover %d of %d event types", len(seen), len(rules))
+	}
+}
+
+// decodeBothWays decodes sealed through a registry that opens with Open
+// only, and through one that opens as the service's does (OpenInto first),
+// each at the type's current schema version; OpenInto must take the event.
+func decodeBothWays(t *testing.T, s *Sealer, eventType string, sealed []byte) (opened, into any) {
+	t.Helper()
+	ctx := context.Background()
+	openOnly := events.NewRegistry().OpenWith(func(typ string, data json.RawMessage) (json.RawMessage, error) {
+		return s.Open(ctx, typ, data)
+	})
+	opened, into = newEvent[eventType](), newEvent[eventType]()
+	version := opened.(events.Event).SchemaVersion()
+	if err := openOnly.DecodeInto(eventType, version, sealed, opened); err != nil {
+		t.Fatalf("%s: open and decode: %v", sealed, err)
+	}
+	if err := s.Opening(events.NewRegistry()).DecodeInto(eventType, version, sealed, into); err != nil {
+		t.Fatalf("%s: decode through OpenInto: %v", sealed, err)
+	}
+	if handled, err := s.OpenInto(ctx, eventType, sealed, newEvent[eventType]()); !handled || err != nil {
+		t.Fatalf("%s: OpenInto = %v, %v; want it taken", sealed, handled, err)
+	}
+	return opened, into
+}
+
+// What OpenInto does not expect it leaves to Open, with the event still
+// zero: data that was never sealed, a "pii" member that is not the top
+// level's, an array whose elements no longer match the sealed values, a
+// value its field cannot hold, a type it has no plan for.
+func TestOpenIntoLeavesTheRestToOpen(t *testing.T) {
+	block, _ := aes.NewCipher(make([]byte, 32))
+	aead, _ := cipher.NewGCM(block)
+	s := NewSealer(oneKey{aead})
+	ctx := context.Background()
+	turn, err := s.Seal(ctx, "session.turn_recorded", json.RawMessage(`{"session_id":1,"turn":1,"prompt_text":"Q","messages":[],"results":[{"response_text":"A"},{"response_text":"B"}]}`), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oneResultLess := strings.Replace(string(turn), `{"response_text":"[erased]"},`, "", 1)
+	agent, err := s.Seal(ctx, "agent.created", json.RawMessage(`{"agent_id":3,"owner_id":7,"name":"N","system_prompt":"P","is_active":true}`), 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nestedPII := `{"session_id":1,"settings":{"setting_id":1,"style_params":{"pii":{"sub":"user-7","ct":"AAAA"}}}}`
+	type wrongType struct {
+		Name int `json:"name"`
+	}
+	for _, c := range []struct {
+		name, eventType, data string
+		v                     any
+	}{
+		{"never sealed", "agent.created", `{"agent_id":3,"owner_id":7,"name":"N","system_prompt":"P"}`, new(events.AgentCreated)},
+		{"no rule", "class.created", string(agent), new(events.AgentCreated)},
+		{"a nested pii member", "session.started", nestedPII, new(events.SessionStarted)},
+		{"elements changed", "session.turn_recorded", oneResultLess, new(events.SessionTurnRecorded)},
+		{"a value its field cannot hold", "agent.created", string(agent), new(wrongType)},
+		{"not a struct", "agent.created", string(agent), new(map[string]any)},
+		{"not valid JSON", "agent.created", string(agent) + "}", new(events.AgentCreated)},
+	} {
+		handled, err := s.OpenInto(ctx, c.eventType, []byte(c.data), c.v)
+		if handled || err != nil {
+			t.Errorf("%s: OpenInto = %v, %v; want it left to Open", c.name, handled, err)
+		}
+		if !reflect.ValueOf(c.v).Elem().IsZero() {
+			t.Errorf("%s: OpenInto left %+v, want it zero", c.name, c.v)
+		}
+	}
+}
+
+// Whatever text a user typed, OpenInto decodes it as Open does.
+func FuzzOpenIntoAgreesWithOpen(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"plain", "text"}, {`"quoted" \ back`, "\u2028\u00e9"}, {"\xff\xfe invalid UTF-8", "\x00\x1f"}, {"", "<script>&amp;"},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	block, _ := aes.NewCipher(make([]byte, 32))
+	aead, _ := cipher.NewGCM(block)
+	s := NewSealer(oneKey{aead})
+	ctx := context.Background()
+	f.Fuzz(func(t *testing.T, prompt, answer string) {
+		data, err := json.Marshal(events.SessionTurnRecorded{SessionID: 1, Turn: 1, PromptText: prompt,
+			Messages: []events.ChatMessage{{Role: "user", Content: prompt}},
+			Results:  []events.TurnResult{{ModelName: "echo", ResponseText: answer}, {ModelName: "echo", ResponseText: prompt}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed, err := s.Seal(ctx, "session.turn_recorded", data, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, got := decodeBothWays(t, s, "session.turn_recorded", sealed)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("OpenInto differs from Open (-open +into):\n%s", diff)
+		}
+	})
+}
+
+// trailingEnvelope finds the "pii" member that sealing wrote, last, and
+// nothing that only looks like it.
+func TestTrailingEnvelope(t *testing.T) {
+	block, _ := aes.NewCipher(make([]byte, 32))
+	aead, _ := cipher.NewGCM(block)
+	s := NewSealer(oneKey{aead})
+	for _, c := range intoCases {
+		sealed, err := s.Seal(context.Background(), c.eventType, json.RawMessage(c.data), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := trailingEnvelope(sealed)
+		if want := topLevelPII(t, sealed); !ok || string(got) != string(want) {
+			t.Errorf("%s: trailingEnvelope = %s, %v; want %s", sealed, got, ok, want)
+		}
+	}
+	for _, data := range []string{
+		`{"s":{"pii":{"sub":"user-7","ct":"AA=="}}}`,              // nested
+		`{"s":[{"pii":{"sub":"user-7","ct":"AA=="}}]}`,            // in an array
+		`{"pii":{"sub":"user-7","ct":"AA=="},"a":1}`,              // not last
+		`{"a":1, "pii": {"sub":"user-7","ct":"AA=="}}`,            // spelled otherwise: the scan takes it
+		`{"a":1,"pii":{"sub":"\u0075ser-7","ct":"AA=="}}`,         // an escape in the subject
+		`{"a":1,"pii":{"sub":"user-7","ct":"AA=="}} `,             // space after
+		`{"a":"x\",\"pii\":{\"sub\":\"user-7\",\"ct\":\"AA==\"}}`, // in a string
+		`{"a":1,"xpii":{"sub":"user-7","ct":"AA=="}}`,
+		`{"a":1,"pii":{"sub":"","ct":"AA=="}}`,
+		`"pii":{"sub":"user-7","ct":"AA=="}}`,
+	} {
+		if got, ok := trailingEnvelope([]byte(data)); ok {
+			t.Errorf("%s: trailingEnvelope = %s, want none", data, got)
+		}
+	}
+}
+
+// Whatever valid JSON ends as sealing writes the "pii" member, that member is
+// the top level's.
+func FuzzTrailingEnvelopeIsTheTopLevelMember(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":1,"pii":{"sub":"user-7","ct":"AA=="}}`,
+		`{"s":{"pii":{"sub":"user-7","ct":"AA=="}}}`,
+		`{"a":"\"pii\":{\"sub\":\"user-7\",\"ct\":\"A\"}","pii":{"sub":"user-7","ct":"AA=="}}`,
+		`{"a":[{"b":"}"}],"pii":{"sub":"partner-1","ct":""}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		got, ok := trailingEnvelope([]byte(data))
+		if !ok || !json.Valid([]byte(data)) {
+			return
+		}
+		if want := topLevelPII(t, []byte(data)); string(got) != string(want) {
+			t.Errorf("%s: trailingEnvelope = %s, the top level's pii is %s", data, got, want)
+		}
+	})
+}
+
+// topLevelPII is the "pii" member of the JSON object data, by encoding/json.
+func topLevelPII(t *testing.T, data []byte) json.RawMessage {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		t.Fatalf("%s: %v", data, err)
+	}
+	return top["pii"]
+}
