@@ -10,22 +10,31 @@ import (
 
 func (f field) name() string { return strings.Join(f.path, ".") }
 
-// placeholder is what the field reads as without its subject's key.
+// placeholder is what the field reads as without its subject's key. It
+// may be shared: callers copy it, and never write to it.
 func (f field) placeholder(subject string) json.RawMessage {
 	switch f.kind {
 	case text:
-		return json.RawMessage(`"` + ErasedText + `"`)
+		return erasedTextJSON
 	case object:
-		return json.RawMessage(`{}`)
+		return emptyObjectJSON
 	case list:
-		return json.RawMessage(`[]`)
+		return emptyListJSON
 	case email:
 		b, _ := gojson.Marshal(ErasedEmail(subject))
 		return b
 	default:
-		return json.RawMessage(`null`)
+		return nullJSON
 	}
 }
+
+// The placeholders that are the same for every subject.
+var (
+	erasedTextJSON  = json.RawMessage(`"` + ErasedText + `"`)
+	emptyObjectJSON = json.RawMessage(`{}`)
+	emptyListJSON   = json.RawMessage(`[]`)
+	nullJSON        = json.RawMessage(`null`)
+)
 
 // take replaces the field in top by its placeholder and returns its value:
 // for a field under an array ("results[].response_text"), the array of each

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	gojson "github.com/goccy/go-json"
 
@@ -85,7 +86,8 @@ func (s *Sealer) Seal(ctx context.Context, eventType string, data json.RawMessag
 		return data, nil
 	}
 	if r.scannable() {
-		if ms, ok := members(data, make([]member, 0, 16)); ok {
+		var buf [16]member
+		if ms, ok := members(data, buf[:0]); ok {
 			if out, ok, err := s.sealMembers(ctx, eventType, r, data, ms, actor); ok || err != nil {
 				return out, err
 			}
@@ -328,10 +330,14 @@ func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data
 	if subject == "" {
 		return data, true, nil
 	}
-	plain := make([]byte, 1, len(data))
-	plain[0] = '{'
-	out := make([]byte, 1, len(data)+128)
-	out[0] = '{'
+	aead, err := s.keys.Key(ctx, subject, true)
+	if err != nil {
+		return nil, false, fmt.Errorf("personal: seal %s: %w", eventType, err)
+	}
+	sc := sealScratches.Get().(*sealScratch)
+	defer sc.release()
+	plain := append(sc.plain[:0], '{')
+	out := append(sc.out[:0], '{')
 	for _, m := range ms {
 		if f, personal := r.fieldOf(m.key); personal {
 			plain = appendMember(plain, m.key, m.value)
@@ -352,19 +358,39 @@ func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data
 		out = appendMember(out, m.key, v)
 	}
 	plain = append(plain, '}')
-	aead, err := s.keys.Key(ctx, subject, true)
-	if err != nil {
-		return nil, false, fmt.Errorf("personal: seal %s: %w", eventType, err)
-	}
 	n := aead.NonceSize()
-	sealed := make([]byte, n, n+len(plain)+aead.Overhead())
+	sealed := sc.sealed[:n]
 	if _, err := rand.Read(sealed); err != nil {
 		return nil, false, err
 	}
-	sealed = aead.Seal(sealed, sealed, plain, additional(eventType, subject))
-	out = appendMember(out, []byte(piiMember), nil)
-	out = appendEnvelope(out, subject, sealed)
-	return append(out, '}'), true, nil
+	sealed = aead.Seal(sealed, sealed, plain, appendAdditional(sc.ad[:0], eventType, subject))
+	sc.plain, sc.out, sc.sealed = plain, out, sealed
+	// The result is the one allocation, of its exact size.
+	size := len(out) + len(`,"pii":{"sub":"`) + len(subject) + len(`","ct":""}}`) + base64.StdEncoding.EncodedLen(len(sealed))
+	result := appendMember(append(make([]byte, 0, size), out...), []byte(piiMember), nil)
+	result = appendEnvelope(result, subject, sealed)
+	return append(result, '}'), true, nil
+}
+
+// sealScratch holds what sealMembers writes on the way to its result.
+type sealScratch struct {
+	plain, out, sealed []byte
+	ad                 [64]byte
+}
+
+var sealScratches = sync.Pool{New: func() any { return &sealScratch{sealed: make([]byte, 0, 512)} }}
+
+// maxScratch bounds what a scratch keeps: an event may be as large as an
+// append (a MiB), and the pool should not hold such buffers for good.
+const maxScratch = 64 << 10
+
+func (sc *sealScratch) release() {
+	if cap(sc.plain) > maxScratch || cap(sc.out) > maxScratch || cap(sc.sealed) > maxScratch {
+		return
+	}
+	clear(sc.plain[:cap(sc.plain)]) // personal values do not linger in the pool
+	clear(sc.sealed[:cap(sc.sealed)])
+	sealScratches.Put(sc)
 }
 
 // openMembers is Open over the scanned top-level members of sealed data,
