@@ -35,6 +35,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/reconnect"
 )
 
 // Period is how long a lease is held before it is given up and taken again:
@@ -86,24 +88,13 @@ func (l *Lease) Current() (generation int64, ok bool) {
 // Run holds the lease until ctx ends, taking it again on a new connection
 // when its connection fails.
 func (l *Lease) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	_ = reconnect.Loop(ctx, reconnect.Default, func() (bool, error) {
 		took, err := l.hold(ctx)
 		l.state.Store(nil)
-		if ctx.Err() != nil {
-			return
-		}
-		if took {
-			backoff = 100 * time.Millisecond
-		}
-		l.logger.Warn("session-check lease lost; checks go to the database until it is taken again", "error", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+		return took, err
+	}, func(err error, wait time.Duration) {
+		l.logger.Warn("session-check lease lost; checks go to the database until it is taken again", "error", err, "in", wait)
+	})
 }
 
 // applicationName names the lease's connection in pg_stat_activity.

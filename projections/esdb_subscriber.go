@@ -14,11 +14,13 @@ import (
 
 	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
+	"lectern/reconnect"
 )
 
 // Subscriptions opens subscriptions to $all: esdb.Store, which rebuilds its
@@ -191,32 +193,34 @@ var errNacked = errors.New("projections: message nacked")
 // run subscribes from the stored checkpoint, and again with backoff whenever
 // the subscription drops or the database fails, until Close.
 func (s *ESDBSubscriber) run(ctx context.Context, out chan<- *message.Message) {
-	backoff := s.cfg.MinBackoff
-	for !s.closed() {
-		progressed, err := s.consume(ctx, out)
-		if errors.Is(err, errClosing) || s.closed() {
-			return
-		}
-		if errors.Is(err, eventstore.ErrInvalidPosition) {
-			err = fmt.Errorf("the stored checkpoint is not a position of this EventStoreDB log (was it copied from another store? `lectern replay` rebuilds the read model): %w", err)
-			s.logger.Error("EventStoreDB subscription refused", "error", err)
-			if s.fatal != nil {
-				s.fatal(err)
-			}
-			return
-		}
-		if progressed {
-			backoff = s.cfg.MinBackoff
-		}
-		s.logger.Warn("EventStoreDB subscription dropped; resubscribing from the checkpoint", "error", err, "in", backoff)
-		t := time.NewTimer(backoff)
+	// The waits end on Close; consume runs on ctx, which Close does not
+	// cancel (the message in flight is acked or nacked first).
+	waits, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
 		select {
 		case <-s.closing:
-			t.Stop()
-			return
-		case <-t.C:
+			cancel()
+		case <-waits.Done():
 		}
-		backoff = min(backoff*2, s.cfg.MaxBackoff)
+	}()
+	err := reconnect.Loop(waits, reconnect.Backoff{Min: s.cfg.MinBackoff, Max: s.cfg.MaxBackoff}, func() (bool, error) {
+		progressed, err := s.consume(ctx, out)
+		switch {
+		case errors.Is(err, errClosing) || s.closed():
+			return progressed, backoff.Permanent(errClosing)
+		case errors.Is(err, eventstore.ErrInvalidPosition):
+			return progressed, backoff.Permanent(fmt.Errorf("the stored checkpoint is not a position of this EventStoreDB log (was it copied from another store? `lectern replay` rebuilds the read model): %w", err))
+		}
+		return progressed, err
+	}, func(err error, wait time.Duration) {
+		s.logger.Warn("EventStoreDB subscription dropped; resubscribing from the checkpoint", "error", err, "in", wait)
+	})
+	if err != nil && !errors.Is(err, errClosing) {
+		s.logger.Error("EventStoreDB subscription refused", "error", err)
+		if s.fatal != nil {
+			s.fatal(err)
+		}
 	}
 }
 

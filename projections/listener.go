@@ -18,6 +18,7 @@ import (
 
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
+	"lectern/reconnect"
 )
 
 // Listener holds one LISTEN connection per process. It wakes projection
@@ -128,27 +129,26 @@ func (l *Listener) nudge(groups []string) {
 	}
 }
 
-// Run listens until ctx ends, reconnecting with backoff when the connection drops.
+// Run listens until ctx ends, reconnecting with backoff when the connection
+// drops (the wait starts over once a connection got as far as listening).
 func (l *Listener) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	_ = reconnect.Loop(ctx, reconnect.Default, func() (bool, error) {
 		err := l.listen(ctx)
-		l.live.Store(false)
-		if ctx.Err() != nil {
-			return
-		}
-		l.logger.Warn("notification listener disconnected; reconnecting", "error", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 5*time.Second)
-	}
+		wasLive := l.live.Swap(false)
+		return wasLive, err
+	}, func(err error, wait time.Duration) {
+		l.logger.Warn("notification listener disconnected; reconnecting", "error", err, "in", wait)
+	})
 }
 
+// ListenerApplicationName names the listener's connection in
+// pg_stat_activity.
+const ListenerApplicationName = "lectern listener"
+
 func (l *Listener) listen(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, l.pool.Config().ConnConfig.Copy())
+	cfg := l.pool.Config().ConnConfig.Copy()
+	cfg.RuntimeParams["application_name"] = ListenerApplicationName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
