@@ -45,24 +45,9 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	if p == nil {
 		return false, nil
 	}
-	raw, ok := trailingEnvelope(data)
+	raw, ok := envelopeOf(data)
 	if !ok {
-		if !bytes.Contains(data, piiKey) {
-			return false, nil // not sealed
-		}
-		var buf [16]member
-		ms, ok := members(data, buf[:0])
-		if !ok {
-			return false, nil
-		}
-		for _, m := range ms {
-			if string(m.key) == piiMember {
-				raw = m.value
-			}
-		}
-		if raw == nil {
-			return false, nil
-		}
+		return false, nil
 	}
 	subject, sealed, err := parseEnvelope(raw)
 	if err != nil {
@@ -103,6 +88,29 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 		return false, nil
 	}
 	return true, nil
+}
+
+// envelopeOf returns the top-level "pii" member's value: false when data has
+// none (never sealed) or does not scan.
+func envelopeOf(data []byte) ([]byte, bool) {
+	if raw, ok := trailingEnvelope(data); ok {
+		return raw, true
+	}
+	if !bytes.Contains(data, piiKey) {
+		return nil, false
+	}
+	var buf [16]member
+	ms, ok := members(data, buf[:0])
+	if !ok {
+		return nil, false
+	}
+	var raw []byte
+	for _, m := range ms {
+		if string(m.key) == piiMember {
+			raw = m.value // the last, as a decoder takes it
+		}
+	}
+	return raw, raw != nil
 }
 
 // intoPlan is where each sealed field of an event type lives in its Go
