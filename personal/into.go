@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
@@ -49,7 +51,10 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	if !ok {
 		return false, nil
 	}
-	subject, sealed, err := parseEnvelope(raw)
+	buf := openBuffers.Get().(*[]byte)
+	defer releaseOpenBuffer(buf)
+	subject, sealed, err := parseEnvelopeInto(*buf, raw)
+	*buf = sealed
 	if err != nil {
 		return true, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
@@ -88,6 +93,19 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 		return false, nil
 	}
 	return true, nil
+}
+
+// openBuffers hold OpenInto's ciphertext, opened in place: nothing decoded
+// from it refers to it (the decoder copies its input, strings are copied).
+var openBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+func releaseOpenBuffer(buf *[]byte) {
+	if cap(*buf) > maxScratch {
+		return
+	}
+	clear((*buf)[:cap(*buf)]) // personal values do not linger in the pool
+	*buf = (*buf)[:0]
+	openBuffers.Put(buf)
 }
 
 // envelopeOf returns the top-level "pii" member's value: false when data has
@@ -132,19 +150,36 @@ type planKey struct {
 	typ       reflect.Type
 }
 
-// plans caches planFor: a nil plan for a pair it cannot take.
-var plans sync.Map // planKey → *intoPlan
+// plans caches planFor, a nil plan for a pair it cannot take: a map that is
+// copied to add to it (a dozen pairs, made once), so that reading it, once
+// per event a replay opens, takes no lock.
+var (
+	plans   atomic.Pointer[map[planKey]*intoPlan]
+	plansMu sync.Mutex // serialises the copies
+)
 
 // planFor returns the plan of eventType's rule over the struct type t, or
 // nil when some field has no exact json tag in it (Open then decides, as
 // the decoder would: ignoring it, or matching a tag in another case).
 func planFor(eventType string, t reflect.Type) *intoPlan {
 	key := planKey{eventType, t}
-	if p, ok := plans.Load(key); ok {
-		return p.(*intoPlan)
+	if m := plans.Load(); m != nil {
+		if p, ok := (*m)[key]; ok {
+			return p
+		}
+	}
+	plansMu.Lock()
+	defer plansMu.Unlock()
+	m := map[planKey]*intoPlan{}
+	if old := plans.Load(); old != nil {
+		if p, ok := (*old)[key]; ok {
+			return p
+		}
+		maps.Copy(m, *old)
 	}
 	p := makePlan(rules[eventType], t)
-	plans.Store(key, p)
+	m[key] = p
+	plans.Store(&m)
 	return p
 }
 

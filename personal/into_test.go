@@ -263,3 +263,15 @@ func topLevelPII(t *testing.T, data []byte) json.RawMessage {
 	}
 	return top["pii"]
 }
+
+// lastQuote finds what bytes.LastIndexByte finds.
+func FuzzLastQuote(f *testing.F) {
+	for _, seed := range []string{"", `"`, `abc"def`, `"aaaaaaaaaaaaaaaaaaaaaaa`, `aaaaaaaaaaaaaaaa"aaaaaaaa`, "\xa2\"\x22aaaaaaaaaaa", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := lastQuote([]byte(s)), strings.LastIndexByte(s, '"'); got != want {
+			t.Errorf("lastQuote(%q) = %d, want %d", s, got, want)
+		}
+	})
+}
