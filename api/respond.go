@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"lectern/aggregates"
 	"lectern/api/validation"
 	"lectern/derrors"
@@ -142,6 +144,12 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 	case errors.Is(err, eventstore.ErrAppendTooLarge):
 		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"The change is too large to record: one write holds at most %d bytes", eventstore.MaxAppendBytes)
+	case lockNotAvailable(err):
+		// A lock the change needed was held past its wait: a session lease
+		// that could not be ended (lectern_auth_barrier). Nothing was
+		// committed; the same request can be sent again.
+		w.Header().Set("Retry-After", "1")
+		status, msg = http.StatusServiceUnavailable, "The change could not take a lock it needs in time; retry in a moment"
 	case errors.Is(err, eventstore.ErrUnavailable):
 		// Nothing was acknowledged; the same request (with its
 		// Idempotency-Key, if any) can be sent again.
@@ -157,6 +165,13 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.Info("request rejected", "status", status, "error", err, "request_id", requestID(r.Context()))
 	}
 	writeDetail(w, status, msg)
+}
+
+// lockNotAvailable reports whether err is PostgreSQL's lock_not_available
+// (55P03): a lock timeout, or a session-check barrier that gave up.
+func lockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // fieldErrors turns a command's field errors (errors.Join, nested or not)

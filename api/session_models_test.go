@@ -79,9 +79,9 @@ func newModelEnv(t *testing.T, models ...llm.Model) *env {
 	return newStreamEnv(t, streamEnvConfig{models: models})
 }
 
-// doFailing is do for a request expected to answer 5xx (502), which send
-// reports as a defect: it sends the request and checks the response against
-// the document.
+// doFailing is do for a request expected to answer 5xx (502, 503), which
+// send reports as a defect: it sends the request and checks the response
+// against the document.
 func (e *env) doFailing(t testing.TB, method, path string, body any, token string) response {
 	t.Helper()
 	raw, err := json.Marshal(body)
@@ -93,7 +93,9 @@ func (e *env) doFailing(t testing.TB, method, path string, body any, token strin
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
