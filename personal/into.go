@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -58,22 +57,9 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	if err != nil {
 		return true, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
-	aead, err := s.keys.Key(ctx, subject, false)
-	erased := errors.Is(err, ErrErased)
-	if err != nil && !erased {
-		return true, fmt.Errorf("personal: open %s: %w", eventType, err)
-	}
-	var plain []byte
-	if !erased {
-		n := aead.NonceSize()
-		if len(sealed) < n {
-			return true, fmt.Errorf("personal: open %s: sealed values too short", eventType)
-		}
-		var ad [64]byte
-		// In place: sealed is this call's own (decoded from base64).
-		if plain, err = aead.Open(sealed[n:n], sealed[:n], sealed[n:], appendAdditional(ad[:0], eventType, subject)); err != nil {
-			return true, fmt.Errorf("personal: open %s: %w", eventType, err)
-		}
+	plain, erased, err := s.openValues(ctx, eventType, subject, sealed)
+	if err != nil {
+		return true, err
 	}
 	// The struct as stored, placeholders and all ("pii" matches no field).
 	if err := gojson.Unmarshal(data, v); err != nil {
@@ -122,12 +108,7 @@ func envelopeOf(data []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	var raw []byte
-	for _, m := range ms {
-		if string(m.key) == piiMember {
-			raw = m.value // the last, as a decoder takes it
-		}
-	}
+	raw := piiOf(ms)
 	return raw, raw != nil
 }
 

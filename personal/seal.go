@@ -255,20 +255,12 @@ func (s *Sealer) openGeneral(ctx context.Context, eventType string, r rule, data
 	if err := gojson.Unmarshal(raw, &env); err != nil {
 		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
-	aead, err := s.keys.Key(ctx, env.Subject, false)
-	if errors.Is(err, ErrErased) {
+	plain, erased, err := s.openValues(ctx, eventType, env.Subject, env.Sealed)
+	if err != nil {
+		return nil, err
+	}
+	if erased {
 		return gojson.Marshal(top) // the placeholders stand
-	}
-	if err != nil {
-		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
-	}
-	n := aead.NonceSize()
-	if len(env.Sealed) < n {
-		return nil, fmt.Errorf("personal: open %s: sealed values too short", eventType)
-	}
-	plain, err := aead.Open(nil, env.Sealed[:n], env.Sealed[n:], additional(eventType, env.Subject))
-	if err != nil {
-		return nil, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
 	var values map[string]json.RawMessage
 	if err := gojson.Unmarshal(plain, &values); err != nil {
@@ -282,6 +274,41 @@ func (s *Sealer) openGeneral(ctx context.Context, eventType string, r rule, data
 		}
 	}
 	return gojson.Marshal(top)
+}
+
+// openValues decrypts sealed, an envelope's nonce and ciphertext, in place
+// (it must be the caller's own) with the key of subject: the JSON object of
+// an event's personal values, or erased when the subject was erased (its
+// placeholders stand).
+func (s *Sealer) openValues(ctx context.Context, eventType, subject string, sealed []byte) (plain []byte, erased bool, err error) {
+	aead, err := s.keys.Key(ctx, subject, false)
+	if errors.Is(err, ErrErased) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	n := aead.NonceSize()
+	if len(sealed) < n {
+		return nil, false, fmt.Errorf("personal: open %s: sealed values too short", eventType)
+	}
+	var ad [64]byte
+	if plain, err = aead.Open(sealed[n:n], sealed[:n], sealed[n:], appendAdditional(ad[:0], eventType, subject)); err != nil {
+		return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
+	}
+	return plain, false, nil
+}
+
+// piiOf is the value of the "pii" member among ms (the last, as a decoder
+// takes it); nil when there is none.
+func piiOf(ms []member) []byte {
+	var raw []byte
+	for _, m := range ms {
+		if string(m.key) == piiMember {
+			raw = m.value
+		}
+	}
+	return raw
 }
 
 func additional(eventType, subject string) []byte { return appendAdditional(nil, eventType, subject) }
@@ -345,10 +372,8 @@ var (
 // scannable rule; false when a member's value is not what the scan expects
 // (the general path then takes the event).
 func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data []byte, ms []member, actor int64) (json.RawMessage, bool, error) {
-	for _, m := range ms {
-		if string(m.key) == piiMember {
-			return data, true, nil
-		}
+	if piiOf(ms) != nil {
+		return data, true, nil // sealed already
 	}
 	subject := r.subjectOf(ms, actor)
 	if subject == "" {
@@ -421,34 +446,18 @@ func (sc *sealScratch) release() {
 // for a scannable rule; false when a member's value is not what the scan
 // expects (the general path then takes the event).
 func (s *Sealer) openMembers(ctx context.Context, eventType string, r rule, ms []member) (json.RawMessage, bool, error) {
-	var raw []byte
-	for _, m := range ms {
-		if string(m.key) == piiMember {
-			raw = m.value
-		}
-	}
 	var values []member
-	if raw != nil {
+	if raw := piiOf(ms); raw != nil {
 		subject, sealed, err := parseEnvelope(raw)
 		if err != nil {
 			return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 		}
-		aead, err := s.keys.Key(ctx, subject, false)
-		switch {
-		case errors.Is(err, ErrErased): // the placeholders stand
-		case err != nil:
-			return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
-		default:
-			n := aead.NonceSize()
-			if len(sealed) < n {
-				return nil, false, fmt.Errorf("personal: open %s: sealed values too short", eventType)
-			}
-			var ad [64]byte
-			// In place: sealed is this call's own (decoded from base64).
-			plain, err := aead.Open(sealed[n:n], sealed[:n], sealed[n:], appendAdditional(ad[:0], eventType, subject))
-			if err != nil {
-				return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
-			}
+		// sealed is this call's own (decoded from base64).
+		plain, erased, err := s.openValues(ctx, eventType, subject, sealed)
+		if err != nil {
+			return nil, false, err
+		}
+		if !erased { // else the placeholders stand
 			var ok bool
 			if values, ok = members(plain, make([]member, 0, 8)); !ok {
 				return nil, false, nil

@@ -198,7 +198,7 @@ func (b *scanBatch) flush(ctx context.Context) error {
 		}
 		start = x.meta
 		if x.sealed {
-			data, err := b.sealer.openSealed(ctx, string(e.Type), e.Data) // add tested Sealed
+			data, err := b.sealer.openSealed(ctx, string(e.Type), e.Data) // x.sealed: Sealed said so
 			if err != nil {
 				return fmt.Errorf("event %s of %s: %w", e.ID, e.StreamID, err)
 			}
