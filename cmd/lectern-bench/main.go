@@ -173,31 +173,20 @@ func appendPart(ctx context.Context, base string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The three kinds take turns in rounds, each going first, second and
-	// third once, so that neither a drift of the machine's speed (other
-	// tenants, a slow patch) nor the order weighs on one more than another.
+	// Each of the three goes first, second and third once (inTurns).
 	const rounds = 3
 	for _, writers := range []int{1, 8, 32} {
 		store := postgres.New(pool, nil)
 		sealed := personal.NewStore(store, sealer)
-		var rates [3]float64 // raw, append, sealed append
-		for round := range rounds {
-			for i := range 3 {
-				var rate float64
-				var err error
-				switch kind := (i + round) % 3; kind {
-				case 0:
-					rate, err = rawInserts(ctx, pool, writers, round, *duration/rounds)
-				case 1:
-					rate, err = appends(ctx, store, "bench.appended", writers, round, *duration/rounds)
-				default:
-					rate, err = appends(ctx, sealed, "agent.created", writers, round, *duration/rounds)
-				}
-				if err != nil {
-					return 0, err
-				}
-				rates[(i+round)%3] += rate / rounds
-			}
+		rates, err := inTurns(rounds, func(round int) (float64, error) {
+			return rawInserts(ctx, pool, writers, round, *duration/rounds)
+		}, func(round int) (float64, error) {
+			return appends(ctx, store, "bench.appended", writers, round, *duration/rounds)
+		}, func(round int) (float64, error) {
+			return appends(ctx, sealed, "agent.created", writers, round, *duration/rounds)
+		})
+		if err != nil {
+			return 0, err
 		}
 		store.Close()
 		fmt.Printf("%-8d %14.0f %14.0f %14.0f %8.2f %8.2f %8s\n", writers, rates[1], rates[2], rates[0],

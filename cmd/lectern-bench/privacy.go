@@ -39,28 +39,18 @@ func privacyBench(ctx context.Context, base string) error {
 
 	fmt.Println("\n## Sealing personal fields (crypto-shredding) vs the same work in clear")
 	fmt.Printf("%-34s %14s %14s %8s %8s\n", "", "sealed/s", "clear/s", "ratio", "target")
-	// An even number of rounds: each kind goes first in as many (going
-	// second gained up to a tenth in a run of clear against clear).
+	// An even number of rounds: each kind goes first in as many (inTurns).
 	const rounds = 4
 	for _, writers := range []int{1, 8} {
-		var sealedRate, clearRate float64
-		for round := range rounds {
-			// Each goes first in turn: the log grows as the bench runs.
-			var c, s float64
-			var err error
-			for i := range 2 {
-				if (i+round)%2 == 0 {
-					c, err = agentAppends(ctx, plain, "clear", writers, round, *duration/rounds)
-				} else {
-					s, err = agentAppends(ctx, sealed, "sealed", writers, round, *duration/rounds)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			clearRate += c / rounds
-			sealedRate += s / rounds
+		rates, err := inTurns(rounds, func(round int) (float64, error) {
+			return agentAppends(ctx, plain, "clear", writers, round, *duration/rounds)
+		}, func(round int) (float64, error) {
+			return agentAppends(ctx, sealed, "sealed", writers, round, *duration/rounds)
+		})
+		if err != nil {
+			return err
 		}
+		clearRate, sealedRate := rates[0], rates[1]
 		fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", fmt.Sprintf("appends, %d writers", writers), sealedRate, clearRate,
 			sealedRate/clearRate, ">= 0.90")
 	}
@@ -68,23 +58,15 @@ func privacyBench(ctx context.Context, base string) error {
 	// Reading back: the events of each kind, read in pages and decoded as a
 	// replay does, opened through the registry (sealed) or not (clear).
 	opened := sealer.Opening(events.NewRegistry())
-	var sealedRate, clearRate float64
-	for round := range rounds {
-		var c, s float64
-		var err error
-		for i := range 2 {
-			if (i+round)%2 == 0 {
-				c, err = decodeAll(ctx, plain, "clear", events.NewRegistry())
-			} else {
-				s, err = decodeAll(ctx, plain, "sealed", opened)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		clearRate += c / rounds
-		sealedRate += s / rounds
+	rates, err := inTurns(rounds, func(int) (float64, error) {
+		return decodeAll(ctx, plain, "clear", events.NewRegistry())
+	}, func(int) (float64, error) {
+		return decodeAll(ctx, plain, "sealed", opened)
+	})
+	if err != nil {
+		return err
 	}
+	clearRate, sealedRate := rates[0], rates[1]
 	// Not a target: the whole replay (-only sealing) is; this shows what
 	// opening adds to the reading and decoding alone.
 	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", "read and decode only", sealedRate, clearRate, sealedRate/clearRate, "-")

@@ -26,33 +26,24 @@ func sealedWholeBench(ctx context.Context, base string) error {
 		return err
 	}
 	pool.Close()
-	// Each kind goes first in as many rounds as the other: going second
-	// gained up to a tenth in a run of clear against clear.
-	order := [][]bool{{false, true}, {true, false}}
-	var sealed, clear []float64
-	for round := range 2 {
-		for _, inClear := range order[round%2] {
-			var extra []string
-			if inClear {
-				extra = append(extra, "LECTERN_BENCH_CLEAR_EVENTS=1")
-			}
+	postRate := func(extra ...string) func(int) (float64, error) {
+		return func(int) (float64, error) {
 			srv, err := startServer(ctx, base, dbName, extra...)
 			if err != nil {
-				return err
+				return 0, err
 			}
+			defer srv.stop()
 			rate, _, err := postAgents(srv)
-			srv.stop()
-			if err != nil {
-				return err
-			}
-			if inClear {
-				clear = append(clear, rate)
-			} else {
-				sealed = append(sealed, rate)
-			}
+			return rate, err
 		}
 	}
-	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", "POST /agents req/s", mean(sealed), mean(clear), mean(sealed)/mean(clear), ">= 0.90")
+	// Each goes first in as many rounds as the other (inTurns).
+	rates, err := inTurns(2, postRate(), postRate("LECTERN_BENCH_CLEAR_EVENTS=1"))
+	if err != nil {
+		return err
+	}
+	sealed, clear := rates[0], rates[1]
+	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", "POST /agents req/s", sealed, clear, sealed/clear, ">= 0.90")
 
 	const n = 200_000
 	key, err := hex.DecodeString(benchDataKey)
@@ -75,26 +66,17 @@ func sealedWholeBench(ctx context.Context, base string) error {
 	if err := fillSealedLog(ctx, sealedPool, key, n); err != nil {
 		return err
 	}
-	sealed, clear = nil, nil
-	for round := range 4 {
-		for _, inClear := range order[round%2] {
-			if inClear {
-				c, err := replayRate(ctx, clearPool, nil, n)
-				if err != nil {
-					return err
-				}
-				clear = append(clear, c)
-				continue
-			}
-			s, err := replayRate(ctx, sealedPool, key, n)
-			if err != nil {
-				return err
-			}
-			sealed = append(sealed, s)
-		}
+	rates, err = inTurns(4, func(int) (float64, error) {
+		return replayRate(ctx, sealedPool, key, n)
+	}, func(int) (float64, error) {
+		return replayRate(ctx, clearPool, nil, n)
+	})
+	if err != nil {
+		return err
 	}
-	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", fmt.Sprintf("replay of %d events, events/s", n), mean(sealed), mean(clear),
-		mean(sealed)/mean(clear), ">= 0.90")
+	sealed, clear = rates[0], rates[1]
+	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", fmt.Sprintf("replay of %d events, events/s", n), sealed, clear,
+		sealed/clear, ">= 0.90")
 	return nil
 }
 
