@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"os"
 	"testing"
 
 	"lectern/blobs"
@@ -13,11 +12,7 @@ import (
 	"lectern/pgtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestPutAndGet(t *testing.T) {
 	t.Run("in clear", func(t *testing.T) { testPutAndGet(t, false) })

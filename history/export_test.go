@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,11 +19,7 @@ import (
 	"lectern/pgtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var t0 = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 

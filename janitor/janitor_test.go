@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"testing"
 	"time"
 
@@ -19,11 +18,7 @@ import (
 	"lectern/ratelimit"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // One run deletes exactly what has had its day, in every table, and counts it.
 func TestRunOncePurgesWhatExpired(t *testing.T) {

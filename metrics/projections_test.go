@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -19,11 +18,7 @@ import (
 	"lectern/projections"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestProjectionLags(t *testing.T) {
 	pool := pgtest.Fresh(t)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"strings"
 	"testing"
 
@@ -15,11 +14,7 @@ import (
 	"lectern/pgtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // emptyDatabase is a database with no migration applied, dropped at the end.
 func emptyDatabase(t *testing.T) *pgxpool.Pool {

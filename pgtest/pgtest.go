@@ -154,8 +154,16 @@ func FreshURL(tb testing.TB) (*pgxpool.Pool, string) {
 	return pool, u.String()
 }
 
+// Main is a package's TestMain that needs nothing else: it runs the tests,
+// then Cleanup.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}
+
 // Cleanup drops the package's shared database and stops its own cluster;
-// call it from TestMain after m.Run.
+// call it from TestMain after m.Run (Main does).
 func Cleanup() {
 	mu.Lock()
 	defer mu.Unlock()

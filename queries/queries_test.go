@@ -3,7 +3,6 @@ package queries_test
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -15,11 +14,7 @@ import (
 	"lectern/queries"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 var t0 = time.Date(2026, 11, 24, 9, 0, 0, 0, time.UTC)
 

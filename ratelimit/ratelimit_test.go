@@ -3,7 +3,6 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -15,11 +14,7 @@ import (
 	"lectern/ratelimit"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // clock is a clock the test moves.
 type clock struct {

@@ -2,7 +2,6 @@ package postgres_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"lectern/eventstore"
@@ -11,11 +10,7 @@ import (
 	"lectern/pgtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	pgtest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestAcceptance(t *testing.T) {
 	var store *postgres.Store
