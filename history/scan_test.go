@@ -48,10 +48,6 @@ func (p paged) LogEnd(ctx context.Context) (eventstore.Position, error) { return
 // traceParent is a W3C traceparent, as a traced append records it.
 const traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
-// The export of the PostgreSQL store scans its log and writes its lines by
-// hand: byte for byte what the paged export writes through encoding/json,
-// for events opened, erased, redacted, traced and stored in odd shapes, in
-// both formats and under every filter.
 // exportFormats are the export's two formats, each compared between the
 // paged and the scanned way.
 var exportFormats = []struct {
@@ -62,6 +58,10 @@ var exportFormats = []struct {
 	{"cloudevents", history.ExportCloudEvents},
 }
 
+// The export of the PostgreSQL store scans its log and writes its lines by
+// hand: byte for byte what the paged export writes through encoding/json,
+// for events opened, erased, redacted, traced and stored in odd shapes, in
+// both formats and under every filter.
 func TestScannedExportIsThePagedOne(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
