@@ -25,16 +25,7 @@ func TestALogoutOutlastsAStoppedReplica(t *testing.T) {
 
 	// The stopped replica: it took the lease as a live one does, then
 	// nothing more.
-	stopped, err := pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stopped.Close(ctx) })
-	for _, sql := range []string{`BEGIN`, `LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE`, `SELECT last_value FROM auth_epoch`} {
-		if _, err := stopped.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	stopped := leaseHolder(t, e)
 
 	start := time.Now()
 	wantStatus(t, e.do(t, "POST", "/user/logout", map[string]string{"refresh_token": u.Refresh}, ""), http.StatusNoContent)
@@ -54,16 +45,7 @@ func TestALogoutThatCannotEndALeaseAnswers503(t *testing.T) {
 	ctx := context.Background()
 	u := e.signUp(t)
 
-	busy, err := pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = busy.Close(ctx) })
-	for _, sql := range []string{`BEGIN`, `LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE`} {
-		if _, err := busy.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	busy := leaseHolder(t, e)
 	sleeping, stop := context.WithCancel(ctx)
 	slept := make(chan struct{})
 	go func() {
@@ -86,4 +68,22 @@ func TestALogoutThatCannotEndALeaseAnswers503(t *testing.T) {
 	<-slept
 	wantStatus(t, e.do(t, "POST", "/user/logout", map[string]string{"refresh_token": u.Refresh}, ""), http.StatusNoContent)
 	wantStatus(t, e.do(t, "GET", "/user/me", nil, u.Access), http.StatusUnauthorized)
+}
+
+// leaseHolder takes the session lease on a connection of its own, as a
+// replica does (authlease), and leaves its transaction open.
+func leaseHolder(t *testing.T, e *env) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(ctx) })
+	for _, sql := range []string{`BEGIN`, `LOCK TABLE auth_lease IN ROW EXCLUSIVE MODE`, `SELECT last_value FROM auth_epoch`} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	return conn
 }
