@@ -46,14 +46,14 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	if p == nil {
 		return false, nil
 	}
-	raw, ok := envelopeOf(data)
+	raw, body, ok := envelopeOf(data)
 	if !ok {
 		return false, nil
 	}
-	buf := openBuffers.Get().(*[]byte)
-	defer releaseOpenBuffer(buf)
-	subject, sealed, err := parseEnvelopeInto(*buf, raw)
-	*buf = sealed
+	sc := openScratches.Get().(*openScratch)
+	defer sc.release()
+	subject, sealed, err := parseEnvelopeInto(sc.sealed, raw)
+	sc.sealed = sealed
 	if err != nil {
 		return true, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
@@ -61,8 +61,16 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	if err != nil {
 		return true, err
 	}
-	// The struct as stored, placeholders and all ("pii" matches no field).
-	if err := gojson.Unmarshal(data, v); err != nil {
+	// The struct as stored, placeholders and all: without the "pii" member
+	// where it ends the event (the decoder need not read past it), else
+	// with it ("pii" matches no field).
+	if body != nil {
+		sc.body = append(append(sc.body[:0], body...), '}')
+		body = sc.body
+	} else {
+		body = data
+	}
+	if err := gojson.Unmarshal(body, v); err != nil {
 		rv.Elem().SetZero()
 		return false, nil
 	}
@@ -81,35 +89,43 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	return true, nil
 }
 
-// openBuffers hold OpenInto's ciphertext, opened in place: nothing decoded
-// from it refers to it (the decoder copies its input, strings are copied).
-var openBuffers = sync.Pool{New: func() any { return new([]byte) }}
+// openScratch holds OpenInto's ciphertext, opened in place, and the event
+// without its envelope: nothing decoded from them refers to them (the
+// decoder copies its input, strings are copied).
+type openScratch struct{ sealed, body []byte }
 
-func releaseOpenBuffer(buf *[]byte) {
-	if cap(*buf) > maxScratch {
+var openScratches = sync.Pool{New: func() any { return new(openScratch) }}
+
+func (sc *openScratch) release() {
+	if cap(sc.sealed) > maxScratch || cap(sc.body) > maxScratch {
 		return
 	}
-	clear((*buf)[:cap(*buf)]) // personal values do not linger in the pool
-	*buf = (*buf)[:0]
-	openBuffers.Put(buf)
+	clear(sc.sealed[:cap(sc.sealed)]) // personal values do not linger in the pool
+	sc.sealed, sc.body = sc.sealed[:0], sc.body[:0]
+	openScratches.Put(sc)
 }
 
 // envelopeOf returns the top-level "pii" member's value: false when data has
-// none (never sealed) or does not scan.
-func envelopeOf(data []byte) ([]byte, bool) {
-	if raw, ok := trailingEnvelope(data); ok {
-		return raw, true
+// none (never sealed) or does not scan. When the member ends data, as
+// sealing writes it, body is data up to it, without the comma before it and
+// the closing brace: the members before it, to be closed with '}'.
+func envelopeOf(data []byte) (raw, body []byte, ok bool) {
+	if raw, at, ok := trailingEnvelope(data); ok {
+		if body = data[:at]; body[len(body)-1] == ',' {
+			body = body[:len(body)-1]
+		}
+		return raw, body, true
 	}
 	if !bytes.Contains(data, piiKey) {
-		return nil, false
+		return nil, nil, false
 	}
 	var buf [16]member
 	ms, ok := members(data, buf[:0])
 	if !ok {
-		return nil, false
+		return nil, nil, false
 	}
-	raw := piiOf(ms)
-	return raw, raw != nil
+	raw = piiOf(ms)
+	return raw, nil, raw != nil
 }
 
 // intoPlan is where each sealed field of an event type lives in its Go

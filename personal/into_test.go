@@ -210,9 +210,22 @@ func TestTrailingEnvelope(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := trailingEnvelope(sealed)
+		got, _, ok := trailingEnvelope(sealed)
 		if want := topLevelPII(t, sealed); !ok || string(got) != string(want) {
 			t.Errorf("%s: trailingEnvelope = %s, %v; want %s", sealed, got, ok, want)
+		}
+		// What OpenInto decodes: the event as stored, less that member.
+		_, body, _ := envelopeOf(sealed)
+		var want, stored map[string]json.RawMessage
+		if err := json.Unmarshal(append(slices.Clone(body), '}'), &want); err != nil {
+			t.Fatalf("%s: the event without its envelope, %s}: %v", sealed, body, err)
+		}
+		if err := json.Unmarshal(sealed, &stored); err != nil {
+			t.Fatal(err)
+		}
+		delete(stored, "pii")
+		if diff := cmp.Diff(stored, want); diff != "" {
+			t.Errorf("%s: the event without its envelope differs (-stored +without):\n%s", sealed, diff)
 		}
 	}
 	for _, data := range []string{
@@ -227,30 +240,38 @@ func TestTrailingEnvelope(t *testing.T) {
 		`{"a":1,"pii":{"sub":"","ct":"AA=="}}`,
 		`"pii":{"sub":"user-7","ct":"AA=="}}`,
 	} {
-		if got, ok := trailingEnvelope([]byte(data)); ok {
+		if got, _, ok := trailingEnvelope([]byte(data)); ok {
 			t.Errorf("%s: trailingEnvelope = %s, want none", data, got)
 		}
 	}
 }
 
 // Whatever valid JSON ends as sealing writes the "pii" member, that member is
-// the top level's.
+// the top level's, and what precedes it, closed, is the rest of the object.
 func FuzzTrailingEnvelopeIsTheTopLevelMember(f *testing.F) {
 	for _, seed := range []string{
 		`{"a":1,"pii":{"sub":"user-7","ct":"AA=="}}`,
 		`{"s":{"pii":{"sub":"user-7","ct":"AA=="}}}`,
 		`{"a":"\"pii\":{\"sub\":\"user-7\",\"ct\":\"A\"}","pii":{"sub":"user-7","ct":"AA=="}}`,
 		`{"a":[{"b":"}"}],"pii":{"sub":"partner-1","ct":""}}`,
+		`{"pii":{"sub":"user-7","ct":"AA=="}}`,
 	} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, data string) {
-		got, ok := trailingEnvelope([]byte(data))
+		got, at, ok := trailingEnvelope([]byte(data))
 		if !ok || !json.Valid([]byte(data)) {
 			return
 		}
 		if want := topLevelPII(t, []byte(data)); string(got) != string(want) {
 			t.Errorf("%s: trailingEnvelope = %s, the top level's pii is %s", data, got, want)
+		}
+		if rest := data[:at] + `"pii":` + string(got) + "}"; rest != data {
+			t.Errorf("%s: the member starts at %d: %s", data, at, rest)
+		}
+		_, body, _ := envelopeOf([]byte(data))
+		if closed := string(body) + "}"; !json.Valid([]byte(closed)) {
+			t.Errorf("%s: without its envelope, %s is not JSON", data, closed)
 		}
 	})
 }

@@ -149,12 +149,13 @@ func Sealed(eventType string, data []byte) bool {
 	if _, ok := rules[eventType]; !ok {
 		return false
 	}
-	_, ok := trailingEnvelope(data)
+	_, _, ok := trailingEnvelope(data)
 	return ok || bytes.Contains(data, piiKey)
 }
 
-// trailingEnvelope returns the "pii" member's value when data ends with it
-// as sealMembers writes it, the last member:
+// trailingEnvelope returns the "pii" member's value, and where the member
+// starts (after the comma or brace before it), when data ends with it as
+// sealMembers writes it, the last member:
 // `,"pii":{"sub":"user-7","ct":"<base64>"}}`. It reads the envelope alone,
 // backwards, where a replay would otherwise scan the whole event for it.
 //
@@ -164,22 +165,22 @@ func Sealed(eventType string, data []byte) bool {
 // and an object's last member is followed by its own closing brace.
 // Callers decode the data as JSON too; a scan or the general path takes
 // data that does not end so.
-func trailingEnvelope(data []byte) (value []byte, ok bool) {
+func trailingEnvelope(data []byte) (value []byte, at int, ok bool) {
 	const tail = `"}}`
 	end := len(data) - len(tail)
 	if end < 0 || string(data[end:]) != tail {
-		return nil, false
+		return nil, 0, false
 	}
 	// The base64 holds no quote: the last one before it opens it. (Its
 	// bytes are checked as they are decoded, and a backslash here is left
 	// to the scan.)
 	i := lastQuote(data[:end]) + 1
 	if bytes.IndexByte(data[i:end], '\\') >= 0 {
-		return nil, false
+		return nil, 0, false
 	}
 	rest, ok := bytes.CutSuffix(data[:i], subjectEnd)
 	if !ok {
-		return nil, false
+		return nil, 0, false
 	}
 	j := len(rest)
 	for j > 0 && subjectChar(rest[j-1]) {
@@ -187,9 +188,9 @@ func trailingEnvelope(data []byte) (value []byte, ok bool) {
 	}
 	head, ok := bytes.CutSuffix(rest[:j], piiEnvelope)
 	if !ok || j == len(rest) || len(head) == 0 || head[len(head)-1] != ',' && head[len(head)-1] != '{' {
-		return nil, false
+		return nil, 0, false
 	}
-	return data[len(head)+len(piiKey) : len(data)-1], true
+	return data[len(head)+len(piiKey) : len(data)-1], len(head), true
 }
 
 // lastQuote is bytes.LastIndexByte(b, '"'), eight bytes at a time: it
@@ -563,7 +564,7 @@ func (s *Sealer) prefetch(ctx context.Context, subjects []string) error {
 // (Open goes the general way, and asks for its key itself). A subject here
 // is only a hint of which keys to load: Open reads the envelope itself.
 func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []member) {
-	if env, ok := trailingEnvelope(data); ok {
+	if env, _, ok := trailingEnvelope(data); ok {
 		sub, _, _ := envelopeParts(env)
 		if n := len(subjects); n > 0 && subjects[n-1] == string(sub) {
 			return subjects, ms // a subject's events come in runs: one will do
