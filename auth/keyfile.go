@@ -82,6 +82,17 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	return raw, nil
 }
 
+// LoadKey returns the key stored at path as LoadOrCreateKey does, but a
+// missing file is an error: for a key that must already exist (the master
+// key being rotated away from).
+func LoadKey(path string) ([]byte, error) {
+	key, err := readKeyFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("auth: no key file at %s", path)
+	}
+	return key, err
+}
+
 func readKeyFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -21,7 +21,11 @@ import (
 type Keys struct {
 	db     *pgxpool.Pool
 	master cipher.AEAD
-	now    func() time.Time
+	// previous is the master key being rotated away from (rotate.go): keys
+	// it wrapped are read until Rewrap wraps them under master. Nil
+	// outside a rotation.
+	previous cipher.AEAD
+	now      func() time.Time
 
 	mu    sync.RWMutex // readers of a page open its events side by side
 	cache map[string]cachedKey
@@ -46,14 +50,32 @@ const maxCached = 100_000
 
 // NewKeys returns the key store of db under the 32-byte master key.
 func NewKeys(db *pgxpool.Pool, master []byte) (*Keys, error) {
-	if len(master) != 32 {
-		return nil, fmt.Errorf("personal: the data key must be 32 bytes, not %d", len(master))
-	}
-	aead, err := newAEAD(master)
+	return NewRotatingKeys(db, master, nil)
+}
+
+// NewRotatingKeys is NewKeys during a rotation of the master key: keys
+// wrapped by previous (the master key before, 32 bytes) are read too, and
+// Rewrap wraps them under master. Keys are always made under master. With
+// previous nil, it is NewKeys.
+func NewRotatingKeys(db *pgxpool.Pool, master, previous []byte) (*Keys, error) {
+	aead, err := masterAEAD(master)
 	if err != nil {
 		return nil, err
 	}
-	return &Keys{db: db, master: aead, now: time.Now, cache: map[string]cachedKey{}}, nil
+	k := &Keys{db: db, master: aead, now: time.Now, cache: map[string]cachedKey{}}
+	if previous != nil {
+		if k.previous, err = masterAEAD(previous); err != nil {
+			return nil, fmt.Errorf("%w (the previous one)", err)
+		}
+	}
+	return k, nil
+}
+
+func masterAEAD(key []byte) (cipher.AEAD, error) {
+	if len(key) != 32 {
+		return nil, fmt.Errorf("personal: the data key must be 32 bytes, not %d", len(key))
+	}
+	return newAEAD(key)
 }
 
 func newAEAD(key []byte) (cipher.AEAD, error) {
@@ -102,17 +124,34 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 	return aead, nil
 }
 
-// unwrap opens the subject's wrapped key under the master key.
+// unwrap opens the subject's wrapped key under the master key, or, during
+// a rotation, the previous one.
 func (k *Keys) unwrap(subject string, wrapped []byte) (cipher.AEAD, error) {
-	n := k.master.NonceSize()
-	if len(wrapped) < n {
-		return nil, fmt.Errorf("personal: the key of %s is damaged", subject)
-	}
-	raw, err := k.master.Open(nil, wrapped[:n], wrapped[n:], []byte(subject))
+	raw, _, err := k.unwrapRaw(subject, wrapped)
 	if err != nil {
-		return nil, fmt.Errorf("personal: unwrap the key of %s (is LECTERN_DATA_KEY the one it was made with?): %w", subject, err)
+		return nil, err
 	}
 	return newAEAD(raw)
+}
+
+// unwrapRaw is unwrap's key as bytes, and whether the previous master key
+// wrapped it.
+func (k *Keys) unwrapRaw(subject string, wrapped []byte) (raw []byte, byPrevious bool, err error) {
+	n := k.master.NonceSize()
+	if len(wrapped) < n {
+		return nil, false, fmt.Errorf("personal: the key of %s is damaged", subject)
+	}
+	raw, err = k.master.Open(nil, wrapped[:n], wrapped[n:], []byte(subject))
+	if err != nil && k.previous != nil {
+		if raw, perr := k.previous.Open(nil, wrapped[:n], wrapped[n:], []byte(subject)); perr == nil {
+			return raw, true, nil
+		}
+		return nil, false, fmt.Errorf("personal: unwrap the key of %s (neither LECTERN_DATA_KEY nor LECTERN_DATA_KEY_PREVIOUS made it): %w", subject, err)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("personal: unwrap the key of %s (is LECTERN_DATA_KEY the one it was made with?): %w", subject, err)
+	}
+	return raw, false, nil
 }
 
 // remember caches subject's key (nil: erased). A tombstone stays: a key
@@ -185,16 +224,25 @@ func (k *Keys) create(ctx context.Context, subject string) ([]byte, error) {
 	if _, err := rand.Read(raw); err != nil {
 		return nil, err
 	}
-	nonce := make([]byte, k.master.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
+	wrapped, err := k.wrap(subject, raw)
+	if err != nil {
 		return nil, err
 	}
-	wrapped := k.master.Seal(nonce, nonce, raw, []byte(subject))
 	if _, err := k.db.Exec(ctx, `INSERT INTO subject_keys (subject, wrapped) VALUES ($1, $2) ON CONFLICT (subject) DO NOTHING`,
 		subject, wrapped); err != nil {
 		return nil, err
 	}
 	return k.load(ctx, subject)
+}
+
+// wrap seals the subject's raw key under the master key, bound to the
+// subject.
+func (k *Keys) wrap(subject string, raw []byte) ([]byte, error) {
+	nonce := make([]byte, k.master.NonceSize(), k.master.NonceSize()+len(raw)+k.master.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	return k.master.Seal(nonce, nonce, raw, []byte(subject)), nil
 }
 
 // Erase deletes the subject's key, keeping a tombstone so that no new key is

@@ -93,6 +93,11 @@ type Config struct {
 	// it wraps (docs/privacy.md). nil: events are stored in clear, as the
 	// bench's baseline does; lectern serve always sets one.
 	DataKey []byte
+	// PreviousDataKey is the master key being rotated away from
+	// (LECTERN_DATA_KEY_PREVIOUS): subject keys it wrapped are read too,
+	// until `lectern keys rotate` wraps them under DataKey. nil outside a
+	// rotation.
+	PreviousDataKey []byte
 	// Tracing, if set, traces requests, appends and the projections'
 	// applications of events (tracing.Setup; nil: off). The statements are
 	// traced by Pool's tracer (tracing.InstrumentPool), which the
@@ -131,9 +136,12 @@ func (c Config) Validate() error {
 // cfg.DataKey; nil without one.
 func newSealer(cfg Config) (*personal.Keys, *personal.Sealer, error) {
 	if cfg.DataKey == nil {
+		if cfg.PreviousDataKey != nil {
+			return nil, nil, errors.New("a previous data key (LECTERN_DATA_KEY_PREVIOUS) without a data key")
+		}
 		return nil, nil, nil
 	}
-	keys, err := personal.NewKeys(cfg.Pool, cfg.DataKey)
+	keys, err := personal.NewRotatingKeys(cfg.Pool, cfg.DataKey, cfg.PreviousDataKey)
 	if err != nil {
 		return nil, nil, err
 	}

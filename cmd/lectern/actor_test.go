@@ -16,20 +16,36 @@ import (
 // runCLI runs lectern with args against the database at url.
 func runCLI(t *testing.T, url string, args ...string) {
 	t.Helper()
+	if _, err := cli(t, url, nil, args...); err != nil {
+		t.Fatalf("lectern %s: %v", strings.Join(args, " "), err)
+	}
+}
+
+// cli runs lectern with args against the database at url, in an
+// environment of its own (a data key, no JWT key, no broker) with env's
+// variables over it, and returns what it printed.
+func cli(t *testing.T, url string, env map[string]string, args ...string) (string, error) {
+	t.Helper()
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("EVENTSTORE_URL", "")
 	t.Setenv("LECTERN_DATA_KEY", strings.Repeat("ab", 32))
 	t.Setenv("LECTERN_DATA_KEY_FILE", "")
+	t.Setenv("LECTERN_DATA_KEY_PREVIOUS", "")
+	t.Setenv("LECTERN_DATA_KEY_PREVIOUS_FILE", "")
 	t.Setenv("LECTERN_JWT_KEY", "")
 	t.Setenv("LECTERN_JWT_KEY_FILE", "")
 	t.Setenv("LECTERN_BROKER_URL", "")
 	t.Setenv("LECTERN_ADMIN_EMAILS", "")
 	t.Setenv("LECTERN_LOG_LEVEL", "error")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	var out strings.Builder
 	cmd := root()
 	cmd.SetArgs(args)
-	if err := cmd.ExecuteContext(context.Background()); err != nil {
-		t.Fatalf("lectern %s: %v", strings.Join(args, " "), err)
-	}
+	cmd.SetOut(&out)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
 }
 
 // Every event a CLI command appends names the command as its actor:

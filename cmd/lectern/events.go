@@ -107,9 +107,12 @@ func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error)
 		return nil, nil, err
 	}
 	e, err := readEnv(false)
-	var key []byte
+	var key, previous []byte
 	if err == nil {
 		key, err = e.dataKey()
+	}
+	if err == nil && key != nil {
+		previous, err = e.previousDataKey()
 	}
 	if err != nil || key == nil {
 		closeStore()
@@ -123,7 +126,7 @@ func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error)
 		closeStore()
 		return nil, nil, err
 	}
-	keys, err := personal.NewKeys(pool, key)
+	keys, err := personal.NewRotatingKeys(pool, key, previous)
 	if err != nil {
 		closeStore()
 		pool.Close()

@@ -51,7 +51,7 @@ func root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd(), eventsCmd(), replayCmd(), projectionsCmd(), healthcheckCmd())
+	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd(), eventsCmd(), replayCmd(), projectionsCmd(), keysCmd(), healthcheckCmd())
 	return cmd
 }
 
@@ -66,8 +66,13 @@ type env struct {
 	// (docs/privacy.md); make run's .data/data.key by default.
 	DataKey     string
 	DataKeyFile string
-	AdminEmails []string
-	LogLevel    slog.Level
+	// PreviousDataKey and PreviousDataKeyFile: LECTERN_DATA_KEY_PREVIOUS or
+	// LECTERN_DATA_KEY_PREVIOUS_FILE, the master key being rotated away
+	// from (docs/privacy.md); none outside a rotation.
+	PreviousDataKey     string
+	PreviousDataKeyFile string
+	AdminEmails         []string
+	LogLevel            slog.Level
 	// BrokerURL and BrokerTopic: where classroom changes are published
 	// (docs/subscribing.md).
 	BrokerURL   string
@@ -101,6 +106,9 @@ func readEnv(needKey bool) (env, error) {
 		DataKeyFile: os.Getenv("LECTERN_DATA_KEY_FILE"),
 		BrokerURL:   os.Getenv("LECTERN_BROKER_URL"),
 		BrokerTopic: os.Getenv("LECTERN_BROKER_TOPIC"),
+
+		PreviousDataKey:     os.Getenv("LECTERN_DATA_KEY_PREVIOUS"),
+		PreviousDataKeyFile: os.Getenv("LECTERN_DATA_KEY_PREVIOUS_FILE"),
 	}
 	if e.Port == "" {
 		e.Port = "8080"
@@ -165,13 +173,30 @@ func readEnv(needKey bool) (env, error) {
 // dataKey is the master key of personal data; nil when none is configured
 // (a command that reads events then shows their personal fields sealed).
 func (e env) dataKey() ([]byte, error) {
+	return masterKey(e.DataKey, e.DataKeyFile, auth.LoadOrCreateKey)
+}
+
+// previousDataKey is the master key being rotated away from; nil outside a
+// rotation. Its file must exist: a new key made in its place would open
+// nothing.
+func (e env) previousDataKey() ([]byte, error) {
+	key, err := masterKey(e.PreviousDataKey, e.PreviousDataKeyFile, auth.LoadKey)
+	if err != nil {
+		return nil, fmt.Errorf("LECTERN_DATA_KEY_PREVIOUS: %w", err)
+	}
+	return key, nil
+}
+
+// masterKey is a 32-byte key given as hex, or in a file read by load; nil
+// when neither is given.
+func masterKey(hexKey, file string, load func(string) ([]byte, error)) ([]byte, error) {
 	var key []byte
 	var err error
 	switch {
-	case e.DataKey != "":
-		key, err = auth.DecodeKey(e.DataKey)
-	case e.DataKeyFile != "":
-		key, err = auth.LoadOrCreateKey(e.DataKeyFile)
+	case hexKey != "":
+		key, err = auth.DecodeKey(hexKey)
+	case file != "":
+		key, err = load(file)
 	default:
 		return nil, nil
 	}
@@ -270,11 +295,16 @@ func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider
 	} else if err == nil && dataKey == nil {
 		err = errors.New("set LECTERN_DATA_KEY (64 hex characters) or LECTERN_DATA_KEY_FILE (make run makes .data/data.key)")
 	}
+	var previous []byte
+	if err == nil && dataKey != nil {
+		previous, err = e.previousDataKey()
+	}
 	if err != nil {
 		pool.Close()
 		return nil, nil, fmt.Errorf("data key: %w", err)
 	}
-	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, DataKey: dataKey, AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
+	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, DataKey: dataKey, PreviousDataKey: previous,
+		AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
 		SkipSessionCheck: skipSessionCheck, TrustedProxies: e.TrustedProxies, CORSOrigins: e.CORSOrigins,
 		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison,

@@ -42,6 +42,10 @@ func replayCmd() *cobra.Command {
 				return err
 			}
 			dataKey, err := e.dataKey()
+			var previous []byte
+			if err == nil && dataKey != nil {
+				previous, err = e.previousDataKey()
+			}
 			if err != nil {
 				return fmt.Errorf("data key: %w", err)
 			}
@@ -50,7 +54,8 @@ func replayCmd() *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			r, closeStore, err := service.NewReplayer(cmd.Context(), service.Config{Pool: pool, EventStoreURL: os.Getenv("EVENTSTORE_URL"), DataKey: dataKey})
+			r, closeStore, err := service.NewReplayer(cmd.Context(), service.Config{Pool: pool, EventStoreURL: os.Getenv("EVENTSTORE_URL"),
+				DataKey: dataKey, PreviousDataKey: previous})
 			if err != nil {
 				return err
 			}
