@@ -75,3 +75,21 @@ func TestKeysRotate(t *testing.T) {
 		t.Errorf("keys rotate again: %q, %v", out, err)
 	}
 }
+
+// A command given the new key and the previous one works on what the old
+// key sealed: granting the admin role loads the user's stream, whose
+// sign-up only the previous key's subject key opens. With the new key
+// alone it cannot.
+func TestCommandsReadWithThePreviousKey(t *testing.T) {
+	_, url := pgtest.FreshURL(t)
+	runCLI(t, url, "users", "create", "--email", "ann@example.com", "--name", "Ann", "--password", "long enough")
+	newKey := strings.Repeat("cd", 32)
+	admin := []string{"users", "create", "--email", "ann@example.com", "--name", "Ann", "--password", "long enough", "--admin"}
+	if _, err := cli(t, url, map[string]string{"LECTERN_DATA_KEY": newKey}, admin...); err == nil {
+		t.Fatal("with the new key alone, the user's stream was read")
+	}
+	rotating := map[string]string{"LECTERN_DATA_KEY": newKey, "LECTERN_DATA_KEY_PREVIOUS": strings.Repeat("ab", 32)}
+	if _, err := cli(t, url, rotating, admin...); err != nil {
+		t.Fatalf("with the new key and the previous one: %v", err)
+	}
+}
