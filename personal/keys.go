@@ -4,7 +4,10 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -71,6 +74,14 @@ func NewRotatingKeys(db *pgxpool.Pool, master, previous []byte) (*Keys, error) {
 	return k, nil
 }
 
+// KeyID names a master key without revealing it: operators compare the ids
+// that `lectern keys rotate` and each replica's log print.
+func KeyID(key []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte("lectern master key id"))
+	return hex.EncodeToString(mac.Sum(nil)[:8])
+}
+
 func masterAEAD(key []byte) (cipher.AEAD, error) {
 	if len(key) != 32 {
 		return nil, fmt.Errorf("personal: the data key must be 32 bytes, not %d", len(key))
@@ -131,6 +142,7 @@ func (k *Keys) unwrap(subject string, wrapped []byte) (cipher.AEAD, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer clear(raw) // the cipher keeps its own schedule
 	return newAEAD(raw)
 }
 

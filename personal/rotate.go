@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Rotating the master key.
@@ -99,6 +101,7 @@ func (k *Keys) rewrapBatch(ctx context.Context, after string, rep *RewrapReport)
 			}
 			continue
 		case !byPrevious:
+			clear(raw)
 			rep.Current++
 			continue
 		}
@@ -120,13 +123,23 @@ func (k *Keys) rewrapBatch(ctx context.Context, after string, rep *RewrapReport)
 	if len(subjects) == 0 {
 		return n, last, nil
 	}
-	tag, err := k.db.Exec(ctx, `UPDATE subject_keys s SET wrapped = v.rewrapped
-		FROM unnest($1::text[], $2::bytea[], $3::bytea[]) AS v(subject, old, rewrapped)
-		WHERE s.subject = v.subject AND s.wrapped = v.old`, subjects, olds, news)
+	// The rows are locked in subject order first, as every run locks
+	// them: two runs at once wait for each other instead of deadlocking.
+	var written int64
+	err = pgx.BeginFunc(ctx, k.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM subject_keys WHERE subject = ANY($1) ORDER BY subject FOR UPDATE`, subjects); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `UPDATE subject_keys s SET wrapped = v.rewrapped
+			FROM unnest($1::text[], $2::bytea[], $3::bytea[]) AS v(subject, old, rewrapped)
+			WHERE s.subject = v.subject AND s.wrapped = v.old`, subjects, olds, news)
+		written = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, "", fmt.Errorf("personal: rewrap: %w", err)
 	}
-	rep.Rewrapped += int(tag.RowsAffected())
-	rep.Changed += len(subjects) - int(tag.RowsAffected())
+	rep.Rewrapped += int(written)
+	rep.Changed += len(subjects) - int(written)
 	return n, last, nil
 }

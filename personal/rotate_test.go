@@ -126,26 +126,47 @@ func TestRewrapLeavesWhatItCannotOpen(t *testing.T) {
 	}
 }
 
-// Keys past a batch are all rewrapped.
+// Keys in every batch are rewrapped: the first, the middle of the second,
+// and the last row of a table that is exactly two batches long.
 func TestRewrapGoesThroughEveryBatch(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Fresh(t)
 	oldMaster, newMaster := masterKey(t), masterKey(t)
-	if _, err := db.Exec(ctx, `INSERT INTO subject_keys (subject, wrapped, erased_at) SELECT 'user-' || i, NULL, now() FROM generate_series(1, 2500) i`); err != nil {
+	// Tombstones user-10001 to user-11998 but user-11500: with user-1,
+	// user-11500 and user-3, 2 000 rows, the three keys at rows 1, 1 501
+	// and 2 000 in subject order.
+	if _, err := db.Exec(ctx, `INSERT INTO subject_keys (subject, wrapped, erased_at)
+		SELECT 'user-' || i, NULL, now() FROM generate_series(10001, 11998) i WHERE i <> 11500`); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := personal.NewKeys(db, oldMaster)
-	sealed := sealFor(t, before, 9999) // user-9999 sorts after every tombstone: in the third batch
+	sealed := map[int]json.RawMessage{}
+	for _, id := range []int{1, 11500, 3} {
+		sealed[id] = sealFor(t, before, id)
+	}
 	rotating, _ := personal.NewRotatingKeys(db, newMaster, oldMaster)
 	rep, err := rotating.Rewrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(personal.RewrapReport{Rewrapped: 1, Erased: 2500}, rep); diff != "" {
+	if diff := cmp.Diff(personal.RewrapReport{Rewrapped: 3, Erased: 1997}, rep); diff != "" {
 		t.Errorf("Rewrap (-want +got):\n%s", diff)
 	}
 	after, _ := personal.NewKeys(db, newMaster)
-	if ok, err := opens(after, 9999, sealed); !ok {
-		t.Errorf("the key after three batches: %v", err)
+	for id, data := range sealed {
+		if ok, err := opens(after, id, data); !ok {
+			t.Errorf("user-%d after Rewrap, with the new master key alone: %v", id, err)
+		}
+	}
+}
+
+// KeyID tells master keys apart and says nothing of them.
+func TestKeyID(t *testing.T) {
+	a, b := masterKey(t), masterKey(t)
+	if personal.KeyID(a) != personal.KeyID(a) || personal.KeyID(a) == personal.KeyID(b) {
+		t.Error("KeyID is not one id per key")
+	}
+	if id := personal.KeyID(a); len(id) != 16 || strings.Contains(fmt.Sprintf("%x", a), id) {
+		t.Errorf("KeyID %q: want 16 hex characters that are not the key's", id)
 	}
 }

@@ -109,10 +109,7 @@ func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error)
 	e, err := readEnv(false)
 	var key, previous []byte
 	if err == nil {
-		key, err = e.dataKey()
-	}
-	if err == nil && key != nil {
-		previous, err = e.previousDataKey()
+		key, previous, err = e.dataKeys()
 	}
 	if err != nil || key == nil {
 		closeStore()

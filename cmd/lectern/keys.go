@@ -4,44 +4,76 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"lectern/auth"
 	"lectern/personal"
 )
 
 // keysCmd administers the master key of personal data (docs/privacy.md).
 func keysCmd() *cobra.Command {
 	keys := &cobra.Command{Use: "keys", Short: "Manage the master key of personal data"}
-	keys.AddCommand(&cobra.Command{
+	keys.AddCommand(keysNewCmd(), keysRotateCmd())
+	return keys
+}
+
+// keysNewCmd makes a master key file: the key a rotation goes to.
+func keysNewCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "new FILE",
+		Short: "Write a new master key to FILE (64 hex characters, mode 0600), which must not exist",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := args[0]
+			if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%s exists (or cannot be read): a new key goes to a new file", path)
+			}
+			key, err := auth.LoadOrCreateKey(path)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "a new master key in %s, key id %s\n", path, personal.KeyID(key))
+			return nil
+		},
+	}
+}
+
+// maxRewrapPasses bounds the passes keys rotate makes over subject_keys
+// before it gives up on finding none under the previous master key.
+const maxRewrapPasses = 3
+
+func keysRotateCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "rotate",
 		Short: "Wrap under LECTERN_DATA_KEY every subject key that LECTERN_DATA_KEY_PREVIOUS wrapped",
-		Long: `Wraps under the master key LECTERN_DATA_KEY (or LECTERN_DATA_KEY_FILE) every subject key
-that the previous master key, LECTERN_DATA_KEY_PREVIOUS (or LECTERN_DATA_KEY_PREVIOUS_FILE),
-wrapped. Run it once every replica runs with both keys; then drop the previous key.
-It may run while the replicas serve, and again.`,
+		Long: `Wraps under the master key LECTERN_DATA_KEY (or LECTERN_DATA_KEY_FILE, which must exist) every
+subject key that the previous master key, LECTERN_DATA_KEY_PREVIOUS (or
+LECTERN_DATA_KEY_PREVIOUS_FILE), wrapped, then passes over the keys again until a whole pass
+finds none left under the previous key. Run it once every replica runs with both keys; then
+drop the previous key (docs/privacy.md). It may run while the replicas serve, and again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := readEnv(false)
 			if err != nil {
 				return err
 			}
-			key, err := e.dataKey()
-			if err != nil {
-				return fmt.Errorf("data key: %w", err)
-			}
-			previous, err := e.previousDataKey()
+			key, previous, err := e.dataKeys()
 			switch {
 			case err != nil:
 				return err
-			case key == nil:
-				return errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: the master key to wrap under")
 			case previous == nil:
 				return errors.New("set LECTERN_DATA_KEY_PREVIOUS or LECTERN_DATA_KEY_PREVIOUS_FILE: the master key to rotate away from")
 			case bytes.Equal(key, previous):
 				return errors.New("LECTERN_DATA_KEY_PREVIOUS is LECTERN_DATA_KEY: nothing to rotate")
 			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "from the previous master key %s to %s (the replicas log the ids of theirs at start)\n",
+				personal.KeyID(previous), personal.KeyID(key))
 			pool, err := connectEnv(cmd.Context())
 			if err != nil {
 				return err
@@ -51,24 +83,36 @@ It may run while the replicas serve, and again.`,
 			if err != nil {
 				return err
 			}
-			rep, err := keys.Rewrap(cmd.Context())
-			if err != nil {
-				return err
+			rewrapped := 0
+			for pass := 1; ; pass++ {
+				rep, err := keys.Rewrap(cmd.Context())
+				rewrapped += rep.Rewrapped
+				reportPass(out, pass, rep)
+				switch {
+				case err != nil:
+					return err
+				case rep.UnreadableCount > 0:
+					return fmt.Errorf("%d subject keys open under neither master key and were left as they are: %s",
+						rep.UnreadableCount, strings.Join(rep.Unreadable, ", "))
+				case rep.Rewrapped == 0 && rep.Changed == 0:
+					if rewrapped == 0 {
+						fmt.Fprintln(out, "nothing was under the previous master key: if no rotation ran before, check that the two keys are not the wrong way round")
+					}
+					fmt.Fprintln(out, "a whole pass found no subject key under the previous master key: restart the replicas without LECTERN_DATA_KEY_PREVIOUS")
+					return nil
+				case pass == maxRewrapPasses:
+					return fmt.Errorf("each of %d passes found subject keys under the previous master key: is a replica running with the old key alone?", pass)
+				}
 			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "rewrapped %d subject keys under LECTERN_DATA_KEY; %d were under it already; %d subjects are erased\n",
-				rep.Rewrapped, rep.Current, rep.Erased)
-			if rep.UnreadableCount > 0 {
-				return fmt.Errorf("%d subject keys open under neither master key and were left as they are: %s",
-					rep.UnreadableCount, strings.Join(rep.Unreadable, ", "))
-			}
-			if rep.Changed > 0 {
-				fmt.Fprintf(out, "%d subject keys changed while being rewrapped (erased, or rewrapped by another run): run it again to check them\n", rep.Changed)
-				return nil
-			}
-			fmt.Fprintln(out, "no subject key is left under the previous master key: restart the replicas without LECTERN_DATA_KEY_PREVIOUS")
-			return nil
 		},
-	})
-	return keys
+	}
+}
+
+func reportPass(out io.Writer, pass int, rep personal.RewrapReport) {
+	fmt.Fprintf(out, "pass %d: rewrapped %d subject keys; %d were under the new key already; %d subjects are erased",
+		pass, rep.Rewrapped, rep.Current, rep.Erased)
+	if rep.Changed > 0 {
+		fmt.Fprintf(out, "; %d changed while being rewrapped", rep.Changed)
+	}
+	fmt.Fprintln(out)
 }

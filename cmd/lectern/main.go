@@ -33,6 +33,7 @@ import (
 	"lectern/llm"
 	"lectern/mail"
 	"lectern/migrations"
+	"lectern/personal"
 	"lectern/service"
 	"lectern/tracing"
 )
@@ -170,21 +171,28 @@ func readEnv(needKey bool) (env, error) {
 	return e, err
 }
 
-// dataKey is the master key of personal data; nil when none is configured
-// (a command that reads events then shows their personal fields sealed).
-func (e env) dataKey() ([]byte, error) {
-	return masterKey(e.DataKey, e.DataKeyFile, auth.LoadOrCreateKey)
-}
-
-// previousDataKey is the master key being rotated away from; nil outside a
-// rotation. Its file must exist: a new key made in its place would open
-// nothing.
-func (e env) previousDataKey() ([]byte, error) {
-	key, err := masterKey(e.PreviousDataKey, e.PreviousDataKeyFile, auth.LoadKey)
+// dataKeys are the master key of personal data, nil when none is
+// configured (a command that reads events then shows their personal fields
+// sealed), and, during a rotation, the previous one (nil outside one).
+// During a rotation both must exist already: a current key made here, or
+// on each replica, would open nothing the others wrote, and a previous one
+// made here would open nothing at all.
+func (e env) dataKeys() (key, previous []byte, err error) {
+	previous, err = masterKey(e.PreviousDataKey, e.PreviousDataKeyFile, auth.LoadKey)
 	if err != nil {
-		return nil, fmt.Errorf("LECTERN_DATA_KEY_PREVIOUS: %w", err)
+		return nil, nil, fmt.Errorf("LECTERN_DATA_KEY_PREVIOUS: %w", err)
 	}
-	return key, nil
+	load := auth.LoadOrCreateKey
+	if previous != nil {
+		load = auth.LoadKey
+	}
+	if key, err = masterKey(e.DataKey, e.DataKeyFile, load); err != nil {
+		return nil, nil, fmt.Errorf("data key: %w", err)
+	}
+	if previous != nil && key == nil {
+		return nil, nil, errors.New("LECTERN_DATA_KEY_PREVIOUS is set, but not LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: the key to rotate to")
+	}
+	return key, previous, nil
 }
 
 // masterKey is a 32-byte key given as hex, or in a file read by load; nil
@@ -289,19 +297,22 @@ func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider
 	}
 	skipSessionCheck := benchSkipSessionCheck(log) // false but in the bench's build
 	// A service appends personal data: it never runs without the key.
-	dataKey, err := e.dataKey()
+	dataKey, previous, err := e.dataKeys()
 	if benchClearEvents(log) {
-		dataKey = nil // the bench's build measuring what sealing costs
+		dataKey, previous = nil, nil // the bench's build measuring what sealing costs
 	} else if err == nil && dataKey == nil {
-		err = errors.New("set LECTERN_DATA_KEY (64 hex characters) or LECTERN_DATA_KEY_FILE (make run makes .data/data.key)")
-	}
-	var previous []byte
-	if err == nil && dataKey != nil {
-		previous, err = e.previousDataKey()
+		err = errors.New("data key: set LECTERN_DATA_KEY (64 hex characters) or LECTERN_DATA_KEY_FILE (make run makes .data/data.key)")
 	}
 	if err != nil {
 		pool.Close()
-		return nil, nil, fmt.Errorf("data key: %w", err)
+		return nil, nil, err
+	}
+	if dataKey != nil {
+		attrs := []any{"key_id", personal.KeyID(dataKey)}
+		if previous != nil {
+			attrs = append(attrs, "previous_key_id", personal.KeyID(previous))
+		}
+		log.Info("master key of personal data", attrs...)
 	}
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, DataKey: dataKey, PreviousDataKey: previous,
 		AdminEmails: e.AdminEmails, Mail: sender, Logger: log,

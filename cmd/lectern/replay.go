@@ -41,13 +41,9 @@ func replayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dataKey, err := e.dataKey()
-			var previous []byte
-			if err == nil && dataKey != nil {
-				previous, err = e.previousDataKey()
-			}
+			dataKey, previous, err := e.dataKeys()
 			if err != nil {
-				return fmt.Errorf("data key: %w", err)
+				return err
 			}
 			pool, err := connectEnv(cmd.Context())
 			if err != nil {
