@@ -7,29 +7,48 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"lectern/pgtest"
 )
+
+// rotation is a database whose one subject key (user-1's, of sealed) an
+// old master key wrapped, keys under the old key, and keys rotating to a
+// new one.
+type rotation struct {
+	db                   *pgxpool.Pool
+	oldMaster, newMaster []byte
+	before, rotated      *Keys
+	sealed               json.RawMessage
+}
+
+func newRotation(t *testing.T) *rotation {
+	t.Helper()
+	r := &rotation{db: pgtest.Fresh(t), oldMaster: make([]byte, 32), newMaster: make([]byte, 32)}
+	_, _ = rand.Read(r.oldMaster)
+	_, _ = rand.Read(r.newMaster)
+	r.before, _ = NewKeys(r.db, r.oldMaster)
+	var err error
+	if r.sealed, err = NewSealer(r.before).Seal(context.Background(), "user.signed_up",
+		json.RawMessage(`{"user_id":1,"email":"a@example.com","name":"A"}`), 0); err != nil {
+		t.Fatal(err)
+	}
+	r.rotated, _ = NewRotatingKeys(r.db, r.newMaster, r.oldMaster)
+	t.Cleanup(func() { rewrapRead = nil })
+	return r
+}
 
 // A subject erased between Rewrap's read of its key and the write stays
 // erased: the write replaces only what was read.
 func TestRewrapDoesNotBringBackAKeyErasedMeanwhile(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.Fresh(t)
-	oldMaster, newMaster := make([]byte, 32), make([]byte, 32)
-	_, _ = rand.Read(oldMaster)
-	_, _ = rand.Read(newMaster)
-	before, _ := NewKeys(db, oldMaster)
-	if _, err := NewSealer(before).Seal(ctx, "user.signed_up", json.RawMessage(`{"user_id":1,"email":"a@example.com","name":"A"}`), 0); err != nil {
-		t.Fatal(err)
-	}
-	rotating, _ := NewRotatingKeys(db, newMaster, oldMaster)
+	r := newRotation(t)
 	rewrapRead = func() {
-		if err := before.Erase(ctx, "user-1"); err != nil {
+		if err := r.before.Erase(ctx, "user-1"); err != nil {
 			t.Error(err)
 		}
 	}
-	t.Cleanup(func() { rewrapRead = nil })
-	rep, err := rotating.Rewrap(ctx)
+	rep, err := r.rotated.Rewrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +56,7 @@ func TestRewrapDoesNotBringBackAKeyErasedMeanwhile(t *testing.T) {
 		t.Errorf("Rewrap wrote %d keys and found %d changed, want none and one", rep.Rewrapped, rep.Changed)
 	}
 	var wrapped []byte
-	if err := db.QueryRow(ctx, `SELECT wrapped FROM subject_keys WHERE subject = 'user-1'`).Scan(&wrapped); err != nil || wrapped != nil {
+	if err := r.db.QueryRow(ctx, `SELECT wrapped FROM subject_keys WHERE subject = 'user-1'`).Scan(&wrapped); err != nil || wrapped != nil {
 		t.Errorf("the erased subject's key after Rewrap: %d bytes (%v), want none", len(wrapped), err)
 	}
 }
@@ -47,33 +66,23 @@ func TestRewrapDoesNotBringBackAKeyErasedMeanwhile(t *testing.T) {
 // the new master key.
 func TestRewrapLeavesAKeyAnotherRunRewrapped(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.Fresh(t)
-	oldMaster, newMaster := make([]byte, 32), make([]byte, 32)
-	_, _ = rand.Read(oldMaster)
-	_, _ = rand.Read(newMaster)
-	before, _ := NewKeys(db, oldMaster)
-	sealed, err := NewSealer(before).Seal(ctx, "user.signed_up", json.RawMessage(`{"user_id":1,"email":"a@example.com","name":"A"}`), 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rotating, _ := NewRotatingKeys(db, newMaster, oldMaster)
-	other, _ := NewRotatingKeys(db, newMaster, oldMaster)
+	r := newRotation(t)
+	other, _ := NewRotatingKeys(r.db, r.newMaster, r.oldMaster)
 	rewrapRead = func() {
 		rewrapRead = nil // the other run goes straight through
 		if rep, err := other.Rewrap(ctx); err != nil || rep.Rewrapped != 1 {
 			t.Errorf("the other run: %+v, %v", rep, err)
 		}
 	}
-	t.Cleanup(func() { rewrapRead = nil })
-	rep, err := rotating.Rewrap(ctx)
+	rep, err := r.rotated.Rewrap(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Rewrapped != 0 || rep.Changed != 1 {
 		t.Errorf("Rewrap wrote %d keys and found %d changed, want none and one", rep.Rewrapped, rep.Changed)
 	}
-	after, _ := NewKeys(db, newMaster)
-	if opened, err := NewSealer(after).Open(ctx, "user.signed_up", sealed); err != nil || !bytes.Contains(opened, []byte("a@example.com")) {
+	after, _ := NewKeys(r.db, r.newMaster)
+	if opened, err := NewSealer(after).Open(ctx, "user.signed_up", r.sealed); err != nil || !bytes.Contains(opened, []byte("a@example.com")) {
 		t.Errorf("after both runs, with the new master key alone: %s, %v", opened, err)
 	}
 }
