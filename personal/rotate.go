@@ -70,6 +70,34 @@ func (k *Keys) Rewrap(ctx context.Context) (RewrapReport, error) {
 	}
 }
 
+// MaxRewrapPasses bounds the passes RewrapAll makes.
+const MaxRewrapPasses = 3
+
+// ErrKeysKeepComing is RewrapAll finding keys under the previous master key
+// in every pass: a process still makes keys under it alone.
+var ErrKeysKeepComing = errors.New("personal: every pass found subject keys under the previous master key: is a process running with the old key alone?")
+
+// RewrapAll runs Rewrap until a whole pass finds no key under the previous
+// master key, at most MaxRewrapPasses times, and returns how many keys it
+// rewrapped in all. Each pass's report goes to report. It stops at a pass
+// that finds keys neither master key opens (the report names them).
+func (k *Keys) RewrapAll(ctx context.Context, report func(pass int, rep RewrapReport)) (int, error) {
+	rewrapped := 0
+	for pass := 1; ; pass++ {
+		rep, err := k.Rewrap(ctx)
+		rewrapped += rep.Rewrapped
+		report(pass, rep)
+		switch {
+		case err != nil, rep.UnreadableCount > 0:
+			return rewrapped, err
+		case rep.Rewrapped == 0 && rep.Changed == 0:
+			return rewrapped, nil
+		case pass == MaxRewrapPasses:
+			return rewrapped, ErrKeysKeepComing
+		}
+	}
+}
+
 // rewrapBatch rewraps the batch of keys after the subject after, and
 // returns how many rows it read and the last subject.
 func (k *Keys) rewrapBatch(ctx context.Context, after string, rep *RewrapReport) (int, string, error) {

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -84,5 +86,35 @@ func TestRewrapLeavesAKeyAnotherRunRewrapped(t *testing.T) {
 	after, _ := NewKeys(r.db, r.newMaster)
 	if opened, err := NewSealer(after).Open(ctx, "user.signed_up", r.sealed); err != nil || !bytes.Contains(opened, []byte("a@example.com")) {
 		t.Errorf("after both runs, with the new master key alone: %s, %v", opened, err)
+	}
+}
+
+// RewrapAll passes until a pass finds nothing under the previous master
+// key; a process that keeps making keys under it makes it give up.
+func TestRewrapAllPassesUntilNothingIsLeft(t *testing.T) {
+	ctx := context.Background()
+	r := newRotation(t)
+	var passes []RewrapReport
+	n, err := r.rotated.RewrapAll(ctx, func(_ int, rep RewrapReport) { passes = append(passes, rep) })
+	if err != nil || n != 1 || len(passes) != 2 || passes[1].Rewrapped != 0 || passes[1].Current != 1 {
+		t.Fatalf("RewrapAll: %d rewrapped, %v, passes %+v; want 1, then a pass with nothing left", n, err, passes)
+	}
+
+	// A process on the old key alone makes a key before the next run and
+	// one during each pass (after its read: the next pass finds it).
+	made := 1
+	oldKey := func() {
+		made++
+		if _, err := r.before.Key(ctx, fmt.Sprintf("user-%d", made), true); err != nil {
+			t.Error(err)
+		}
+	}
+	oldKey()
+	rewrapRead = oldKey
+	passes = nil
+	n, err = r.rotated.RewrapAll(ctx, func(_ int, rep RewrapReport) { passes = append(passes, rep) })
+	if !errors.Is(err, ErrKeysKeepComing) || len(passes) != MaxRewrapPasses || n != MaxRewrapPasses {
+		t.Errorf("RewrapAll with keys coming under the old key: %d rewrapped in %d passes, %v; want %d in %d, ErrKeysKeepComing",
+			n, len(passes), err, MaxRewrapPasses, MaxRewrapPasses)
 	}
 }

@@ -43,10 +43,6 @@ func keysNewCmd() *cobra.Command {
 	}
 }
 
-// maxRewrapPasses bounds the passes keys rotate makes over subject_keys
-// before it gives up on finding none under the previous master key.
-const maxRewrapPasses = 3
-
 func keysRotateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "rotate",
@@ -83,27 +79,22 @@ drop the previous key (docs/privacy.md). It may run while the replicas serve, an
 			if err != nil {
 				return err
 			}
-			rewrapped := 0
-			for pass := 1; ; pass++ {
-				rep, err := keys.Rewrap(cmd.Context())
-				rewrapped += rep.Rewrapped
+			var last personal.RewrapReport // the last pass
+			rewrapped, err := keys.RewrapAll(cmd.Context(), func(pass int, rep personal.RewrapReport) {
 				reportPass(out, pass, rep)
-				switch {
-				case err != nil:
-					return err
-				case rep.UnreadableCount > 0:
-					return fmt.Errorf("%d subject keys open under neither master key and were left as they are: %s",
-						rep.UnreadableCount, strings.Join(rep.Unreadable, ", "))
-				case rep.Rewrapped == 0 && rep.Changed == 0:
-					if rewrapped == 0 {
-						fmt.Fprintln(out, "nothing was under the previous master key: if no rotation ran before, check that the two keys are not the wrong way round")
-					}
-					fmt.Fprintln(out, "a whole pass found no subject key under the previous master key: restart the replicas without LECTERN_DATA_KEY_PREVIOUS")
-					return nil
-				case pass == maxRewrapPasses:
-					return fmt.Errorf("each of %d passes found subject keys under the previous master key: is a replica running with the old key alone?", pass)
-				}
+				last = rep
+			})
+			switch {
+			case err != nil:
+				return err
+			case last.UnreadableCount > 0:
+				return fmt.Errorf("%d subject keys open under neither master key and were left as they are: %s",
+					last.UnreadableCount, strings.Join(last.Unreadable, ", "))
+			case rewrapped == 0:
+				fmt.Fprintln(out, "nothing was under the previous master key: if no rotation ran before, check that the two keys are not the wrong way round")
 			}
+			fmt.Fprintln(out, "a whole pass found no subject key under the previous master key: restart the replicas without LECTERN_DATA_KEY_PREVIOUS")
+			return nil
 		},
 	}
 }
