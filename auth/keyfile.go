@@ -44,7 +44,18 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	if !errors.Is(err, fs.ErrNotExist) {
 		return key, err
 	}
+	key, err = CreateKey(path)
+	if errors.Is(err, fs.ErrExist) {
+		// Another writer won: its key is the one to use.
+		return readKeyFile(path)
+	}
+	return key, err
+}
 
+// CreateKey writes a new key to path as LoadOrCreateKey does, but fails
+// with an error matching fs.ErrExist when path exists: for a key that must
+// be new (the master key a rotation goes to).
+func CreateKey(path string) ([]byte, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("auth: creating key directory: %w", err)
@@ -71,12 +82,8 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("auth: writing key file: %w", err)
 	}
-	// Link, unlike Rename, fails if path appeared meanwhile; then the other
-	// writer won and its key is the one to use.
+	// Link, unlike Rename, fails if path appeared meanwhile.
 	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return readKeyFile(path)
-		}
 		return nil, fmt.Errorf("auth: installing key file: %w", err)
 	}
 	return raw, nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -30,10 +29,10 @@ func keysNewCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]
-			if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("%s exists (or cannot be read): a new key goes to a new file", path)
+			key, err := auth.CreateKey(path)
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("%s exists: a new key goes to a new file", path)
 			}
-			key, err := auth.LoadOrCreateKey(path)
 			if err != nil {
 				return err
 			}
