@@ -79,9 +79,10 @@ var ErrKeysKeepComing = errors.New("personal: every pass found subject keys unde
 
 // RewrapAll runs Rewrap until a whole pass finds no key under the previous
 // master key, at most MaxRewrapPasses times, and returns how many keys it
-// rewrapped in all. Each pass's report goes to report. It stops at a pass
-// that finds keys neither master key opens (the report names them).
-func (k *Keys) RewrapAll(ctx context.Context, report func(pass int, rep RewrapReport)) (int, error) {
+// rewrapped in all and the last pass's report. Each pass's report goes to
+// report as well. It stops at a pass that finds keys neither master key
+// opens (its report names them).
+func (k *Keys) RewrapAll(ctx context.Context, report func(pass int, rep RewrapReport)) (int, RewrapReport, error) {
 	rewrapped := 0
 	for pass := 1; ; pass++ {
 		rep, err := k.Rewrap(ctx)
@@ -89,11 +90,11 @@ func (k *Keys) RewrapAll(ctx context.Context, report func(pass int, rep RewrapRe
 		report(pass, rep)
 		switch {
 		case err != nil, rep.UnreadableCount > 0:
-			return rewrapped, err
+			return rewrapped, rep, err
 		case rep.Rewrapped == 0 && rep.Changed == 0:
-			return rewrapped, nil
+			return rewrapped, rep, nil
 		case pass == MaxRewrapPasses:
-			return rewrapped, ErrKeysKeepComing
+			return rewrapped, rep, ErrKeysKeepComing
 		}
 	}
 }

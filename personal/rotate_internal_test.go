@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -95,9 +96,10 @@ func TestRewrapAllPassesUntilNothingIsLeft(t *testing.T) {
 	ctx := context.Background()
 	r := newRotation(t)
 	var passes []RewrapReport
-	n, err := r.rotated.RewrapAll(ctx, func(_ int, rep RewrapReport) { passes = append(passes, rep) })
-	if err != nil || n != 1 || len(passes) != 2 || passes[1].Rewrapped != 0 || passes[1].Current != 1 {
-		t.Fatalf("RewrapAll: %d rewrapped, %v, passes %+v; want 1, then a pass with nothing left", n, err, passes)
+	n, last, err := r.rotated.RewrapAll(ctx, func(_ int, rep RewrapReport) { passes = append(passes, rep) })
+	if err != nil || n != 1 || len(passes) != 2 || passes[1].Rewrapped != 0 || passes[1].Current != 1 || !reflect.DeepEqual(last, passes[1]) {
+		t.Fatalf("RewrapAll: %d rewrapped, last %+v, %v, passes %+v; want 1, then a pass with nothing left, returned last",
+			n, last, err, passes)
 	}
 
 	// A process on the old key alone makes a key before the next run and
@@ -112,7 +114,7 @@ func TestRewrapAllPassesUntilNothingIsLeft(t *testing.T) {
 	oldKey()
 	rewrapRead = oldKey
 	passes = nil
-	n, err = r.rotated.RewrapAll(ctx, func(_ int, rep RewrapReport) { passes = append(passes, rep) })
+	n, _, err = r.rotated.RewrapAll(ctx, func(_ int, rep RewrapReport) { passes = append(passes, rep) })
 	if !errors.Is(err, ErrKeysKeepComing) || len(passes) != MaxRewrapPasses || n != MaxRewrapPasses {
 		t.Errorf("RewrapAll with keys coming under the old key: %d rewrapped in %d passes, %v; want %d in %d, ErrKeysKeepComing",
 			n, len(passes), err, MaxRewrapPasses, MaxRewrapPasses)

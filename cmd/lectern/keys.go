@@ -78,10 +78,8 @@ drop the previous key (docs/privacy.md). It may run while the replicas serve, an
 			if err != nil {
 				return err
 			}
-			var last personal.RewrapReport // the last pass
-			rewrapped, err := keys.RewrapAll(cmd.Context(), func(pass int, rep personal.RewrapReport) {
+			rewrapped, last, err := keys.RewrapAll(cmd.Context(), func(pass int, rep personal.RewrapReport) {
 				reportPass(out, pass, rep)
-				last = rep
 			})
 			switch {
 			case err != nil:
