@@ -30,8 +30,13 @@ type Keys struct {
 	previous cipher.AEAD
 	now      func() time.Time
 
-	mu    sync.RWMutex // readers of a page open its events side by side
-	cache map[string]cachedKey
+	// cache holds the subjects' keys by subject (*cachedKey). Readers,
+	// once per event they open, and side by side, read it without a lock:
+	// a read lock's shared counter, written by every reader, cost each
+	// look-up more than the look-up itself. mu serialises its writers.
+	cache  sync.Map
+	mu     sync.Mutex
+	cached int // entries in cache, under mu
 }
 
 type cachedKey struct {
@@ -65,7 +70,7 @@ func NewRotatingKeys(db *pgxpool.Pool, master, previous []byte) (*Keys, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Keys{db: db, master: aead, now: time.Now, cache: map[string]cachedKey{}}
+	k := &Keys{db: db, master: aead, now: time.Now}
 	if previous != nil {
 		if k.previous, err = masterAEAD(previous); err != nil {
 			return nil, fmt.Errorf("%w (the previous one)", err)
@@ -99,9 +104,7 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 
 // Key implements KeySource.
 func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEAD, error) {
-	k.mu.RLock()
-	c, ok := k.cache[subject]
-	k.mu.RUnlock()
+	c, ok := k.lookup(subject)
 	if ok && c.aead == nil {
 		return nil, ErrErased
 	}
@@ -171,13 +174,32 @@ func (k *Keys) unwrapRaw(subject string, wrapped []byte) (raw []byte, byPrevious
 func (k *Keys) remember(subject string, aead cipher.AEAD) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if c, ok := k.cache[subject]; ok && c.aead == nil {
+	if c, ok := k.lookup(subject); ok && c.aead == nil {
 		return
 	}
-	if len(k.cache) >= maxCached {
-		k.cache = map[string]cachedKey{}
+	k.storeLocked(subject, &cachedKey{aead: aead, fetched: k.now()})
+}
+
+// lookup reads subject's cached key.
+func (k *Keys) lookup(subject string) (*cachedKey, bool) {
+	v, ok := k.cache.Load(subject)
+	if !ok {
+		return nil, false
 	}
-	k.cache[subject] = cachedKey{aead: aead, fetched: k.now()}
+	return v.(*cachedKey), true
+}
+
+// storeLocked caches c as subject's key, under mu; a full cache starts
+// afresh.
+func (k *Keys) storeLocked(subject string, c *cachedKey) {
+	if _, loaded := k.cache.Swap(subject, c); loaded {
+		return
+	}
+	if k.cached++; k.cached > maxCached {
+		k.cache.Clear()
+		k.cache.Store(subject, c)
+		k.cached = 1
+	}
 }
 
 // Prefetch loads the keys of subjects that are not cached, in one statement:
@@ -187,17 +209,15 @@ func (k *Keys) Prefetch(ctx context.Context, subjects []string) error {
 	now := k.now()
 	var missing []string
 	seen := make(map[string]struct{}, len(subjects))
-	k.mu.Lock()
 	for _, s := range subjects {
 		if _, dup := seen[s]; dup {
 			continue
 		}
 		seen[s] = struct{}{}
-		if c, ok := k.cache[s]; !ok || now.Sub(c.fetched) >= CacheTTL && c.aead != nil {
+		if c, ok := k.lookup(s); !ok || now.Sub(c.fetched) >= CacheTTL && c.aead != nil {
 			missing = append(missing, s)
 		}
 	}
-	k.mu.Unlock()
 	if len(missing) == 0 {
 		return nil
 	}
@@ -266,7 +286,7 @@ func (k *Keys) Erase(ctx context.Context, subject string) error {
 		return fmt.Errorf("personal: erase %s: %w", subject, err)
 	}
 	k.mu.Lock()
-	k.cache[subject] = cachedKey{fetched: k.now()} // a tombstone: see remember
+	k.storeLocked(subject, &cachedKey{fetched: k.now()}) // a tombstone: see remember
 	k.mu.Unlock()
 	return nil
 }
