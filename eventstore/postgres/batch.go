@@ -72,8 +72,8 @@ type pendingAppend struct {
 	stream string
 	exact  int64 // expected version; 0: no stream
 	id     string
-	data   string
-	meta   string
+	data   []byte // the event's own bytes: sent as they are, not copied into a string
+	meta   []byte
 	typ    string
 	sv     int32
 	rec    time.Time
@@ -191,12 +191,10 @@ RETURNING stream_id, version, transaction_id, "offset"`)
 
 // appendGrouped appends one event at an exact version through the queue.
 func (s *Store) appendGrouped(ctx context.Context, stream string, exact int64, e eventstore.EventData) (eventstore.AppendResult, error) {
-	ids, data, metas, types, versions, recorded, err := s.encode([]eventstore.EventData{e})
+	p, err := s.newPending(ctx, stream, exact, e)
 	if err != nil {
 		return eventstore.AppendResult{}, err
 	}
-	p := &pendingAppend{ctx: ctx, stream: stream, exact: exact, id: ids[0], data: data[0], meta: metas[0], typ: types[0],
-		sv: versions[0], rec: recorded[0], ev: e, done: make(chan appendOutcome, 1)}
 	s.batchMu.Lock()
 	s.writers.saw(s.inFlight + len(s.queue) + 1)
 	if s.flushing == 0 && len(s.queue) == 0 {
@@ -218,6 +216,19 @@ func (s *Store) appendGrouped(ctx context.Context, stream string, exact int64, e
 	}
 	out := <-p.done
 	return out.res, out.err
+}
+
+// newPending is the queue's request to append e at version exact.
+func (s *Store) newPending(ctx context.Context, stream string, exact int64, e eventstore.EventData) (*pendingAppend, error) {
+	row, err := s.encodeOne(e)
+	if err != nil {
+		return nil, err
+	}
+	if row.size > eventstore.MaxAppendBytes {
+		return nil, &eventstore.AppendTooLargeError{Size: row.size}
+	}
+	return &pendingAppend{ctx: ctx, stream: stream, exact: exact, id: row.id, data: row.data, meta: row.meta, typ: e.Type,
+		sv: row.sv, rec: row.rec, ev: e, done: make(chan appendOutcome, 1)}, nil
 }
 
 // dueLocked reports whether a statement should be sent now for the appends

@@ -25,12 +25,11 @@ import (
 // pending queues nothing: it builds the request runBatch takes.
 func pending(t *testing.T, s *Store, stream string, exact int64, e eventstore.EventData) *pendingAppend {
 	t.Helper()
-	ids, data, metas, types, versions, recorded, err := s.encode([]eventstore.EventData{e})
+	p, err := s.newPending(context.Background(), stream, exact, e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pendingAppend{ctx: context.Background(), stream: stream, exact: exact, id: ids[0], data: data[0], meta: metas[0],
-		typ: types[0], sv: versions[0], rec: recorded[0], ev: e, done: make(chan appendOutcome, 1)}
+	return p
 }
 
 func batchStream(name string) string { return "batch-" + name + "-" + uuid.NewString()[:8] }

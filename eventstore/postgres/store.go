@@ -366,28 +366,46 @@ func (s *Store) encode(evs []eventstore.EventData) (ids, data, metas, types []st
 	versions, recorded = make([]int32, n), make([]time.Time, n)
 	size := 0
 	for i, e := range evs {
-		if e.ID == uuid.Nil {
-			return nil, nil, nil, nil, nil, nil, errors.New("eventstore: event without id")
-		}
-		meta, err := json.Marshal(e.Metadata)
+		row, err := s.encodeOne(e)
 		if err != nil {
 			return nil, nil, nil, nil, nil, nil, err
 		}
-		if size += eventstore.RecordSize(e.Type, e.Data, meta); size > eventstore.MaxAppendBytes {
+		if size += row.size; size > eventstore.MaxAppendBytes {
 			return nil, nil, nil, nil, nil, nil, &eventstore.AppendTooLargeError{Size: appendSize(evs)}
 		}
-		ids[i] = e.ID.String()
-		data[i] = string(e.Data)
-		metas[i] = string(meta)
-		types[i] = e.Type
-		versions[i] = int32(max(e.SchemaVersion, 1))
-		recorded[i] = e.RecordedAt
-		if recorded[i].IsZero() {
-			recorded[i] = s.now()
-		}
-		recorded[i] = recorded[i].UTC().Truncate(time.Microsecond)
+		ids[i], data[i], metas[i], types[i], versions[i], recorded[i] = row.id, string(row.data), string(row.meta), e.Type, row.sv, row.rec
 	}
 	return ids, data, metas, types, versions, recorded, nil
+}
+
+// encodedRow is an event's columns.
+type encodedRow struct {
+	id         string
+	data, meta []byte // data is the event's own
+	sv         int32
+	rec        time.Time
+	size       int // its record's size (eventstore.RecordSize)
+}
+
+// encodeOne is an event's columns (its size is for the caller to check).
+func (s *Store) encodeOne(e eventstore.EventData) (encodedRow, error) {
+	if e.ID == uuid.Nil {
+		return encodedRow{}, errors.New("eventstore: event without id")
+	}
+	meta, err := json.Marshal(e.Metadata)
+	if err != nil {
+		return encodedRow{}, err
+	}
+	row := encodedRow{id: e.ID.String(), data: e.Data, meta: meta, sv: int32(max(e.SchemaVersion, 1)), rec: e.RecordedAt,
+		size: eventstore.RecordSize(e.Type, e.Data, meta)}
+	if row.data == nil {
+		row.data = []byte{} // as the empty string it was: invalid JSON, not NULL
+	}
+	if row.rec.IsZero() {
+		row.rec = s.now()
+	}
+	row.rec = row.rec.UTC().Truncate(time.Microsecond)
+	return row, nil
 }
 
 // appendSize is the size of an append that is too large, for its error.
