@@ -66,7 +66,9 @@ func sealedWholeBench(ctx context.Context, base string) error {
 	if err := fillSealedLog(ctx, sealedPool, key, n); err != nil {
 		return err
 	}
-	rates, err = inTurns(4, func(int) (float64, error) {
+	// Eight rounds: a replay takes two seconds, and the machine's speed
+	// moves its rate by a tenth from one to the next.
+	rates, err = inTurns(8, func(int) (float64, error) {
 		return replayRate(ctx, sealedPool, key, n)
 	}, func(int) (float64, error) {
 		return replayRate(ctx, clearPool, nil, n)

@@ -1,0 +1,79 @@
+package personal
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// The cache holds at most maxCached keys: one more starts it afresh with
+// that one, and a key no longer cached is asked of the database again.
+func TestKeyCacheIsBounded(t *testing.T) {
+	k, err := NewKeys(nil, make([]byte, 32)) // no database: a look-up past the cache would fail
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := newAEAD(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := func(i int) string { return "user-" + strconv.Itoa(i) }
+	for i := range maxCached {
+		k.remember(subject(i), aead)
+	}
+	k.remember(subject(0), aead) // cached already: not one more
+	if _, ok := k.lookup(subject(0)); !ok || k.cached != maxCached {
+		t.Fatalf("after %d keys and one again: %d cached, the first cached %v", maxCached, k.cached, ok)
+	}
+	k.remember(subject(maxCached), aead)
+	if k.cached != 1 {
+		t.Errorf("after one key more than the cache holds: %d cached, want 1 (it starts afresh)", k.cached)
+	}
+	if _, ok := k.lookup(subject(maxCached)); !ok {
+		t.Error("the key that overflowed the cache is not cached")
+	}
+	if _, ok := k.lookup(subject(0)); ok {
+		t.Error("a key from before the cache started afresh is still cached")
+	}
+}
+
+// Readers look keys up while another goroutine caches and erases others
+// (run with -race): the cache is read without a lock.
+func TestKeyCacheReadersBesideWriters(t *testing.T) {
+	k, err := NewKeys(nil, make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := newAEAD(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.remember("user-1", aead)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range 10_000 {
+				if got, err := k.Key(context.Background(), "user-1", false); err != nil || got != aead {
+					t.Errorf("user-1's key: %v, %v", got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 10_000 {
+			s := "user-" + strconv.Itoa(i+2)
+			k.remember(s, aead)
+			k.mu.Lock()
+			k.storeLocked(s, &cachedKey{}) // a tombstone, as Erase leaves
+			k.mu.Unlock()
+			k.remember(s, aead) // does not replace it
+			if c, _ := k.lookup(s); c.aead != nil {
+				t.Errorf("%s: a key replaced its tombstone", s)
+				return
+			}
+		}
+	})
+	wg.Wait()
+}
