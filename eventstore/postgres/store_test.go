@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
 	"lectern/eventstore/storetest"
@@ -33,4 +35,27 @@ func TestAcceptance(t *testing.T) {
 			return func() error { return tx.Commit(ctx) }, nil
 		},
 	})
+}
+
+// An event whose data is missing or not JSON is refused, whichever way it
+// goes in (the grouped single-event append, a multi-event append), and the
+// stream stays as it was: never a NULL or broken payload in the log.
+func TestAppendRefusesDataThatIsNotJSON(t *testing.T) {
+	ctx := context.Background()
+	store := postgres.New(pgtest.Pool(t), nil)
+	defer store.Close()
+	for _, data := range [][]byte{nil, {}, []byte(`{"n":`)} {
+		bad := storetest.Event("bad", 0)
+		bad.Data = data
+		for _, evs := range [][]eventstore.EventData{{bad}, {storetest.Event("good", 1), bad}} {
+			stream := "notjson-" + uuid.NewString()[:8]
+			if _, err := store.Append(ctx, stream, eventstore.NoStream, evs); err == nil {
+				t.Errorf("append of %d events, one with data %q: no error", len(evs), data)
+			}
+			got, err := store.ReadStream(ctx, stream, eventstore.Forwards, 0, 10)
+			if err != nil || len(got) != 0 {
+				t.Errorf("after the refused append of data %q: %d events (%v), want none", data, len(got), err)
+			}
+		}
+	}
 }
