@@ -584,18 +584,17 @@ func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []me
 	if !ok {
 		return subjects, ms
 	}
-	for _, m := range ms {
-		if string(m.key) != piiMember {
-			continue
-		}
-		env, ok := members(m.value, nil)
-		if !ok {
-			break
-		}
-		for _, e := range env {
-			if string(e.key) == "sub" && len(e.value) > 2 {
-				subjects = append(subjects, string(e.value[1:len(e.value)-1]))
-			}
+	raw := piiOf(ms) // the member Open reads
+	if raw == nil {
+		return subjects, ms
+	}
+	env, ok := members(raw, nil)
+	if !ok {
+		return subjects, ms
+	}
+	for _, e := range env {
+		if string(e.key) == "sub" && len(e.value) > 2 {
+			subjects = append(subjects, string(e.value[1:len(e.value)-1]))
 		}
 	}
 	return subjects, ms
