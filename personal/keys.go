@@ -44,6 +44,12 @@ type cachedKey struct {
 	fetched time.Time
 }
 
+// current reports whether c answers a look-up at now without asking the
+// database: a tombstone always does, a key for CacheTTL.
+func (c *cachedKey) current(now time.Time) bool {
+	return c.aead == nil || now.Sub(c.fetched) < CacheTTL
+}
+
 // CacheTTL bounds how long a replica may use a key another replica erased.
 const CacheTTL = 5 * time.Second
 
@@ -104,11 +110,10 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 
 // Key implements KeySource.
 func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEAD, error) {
-	c, ok := k.lookup(subject)
-	if ok && c.aead == nil {
-		return nil, ErrErased
-	}
-	if ok && k.now().Sub(c.fetched) < CacheTTL {
+	if c, ok := k.lookup(subject); ok && c.current(k.now()) {
+		if c.aead == nil {
+			return nil, ErrErased
+		}
 		return c.aead, nil
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -214,7 +219,7 @@ func (k *Keys) Prefetch(ctx context.Context, subjects []string) error {
 			continue
 		}
 		seen[s] = struct{}{}
-		if c, ok := k.lookup(s); !ok || now.Sub(c.fetched) >= CacheTTL && c.aead != nil {
+		if c, ok := k.lookup(s); !ok || !c.current(now) {
 			missing = append(missing, s)
 		}
 	}
