@@ -254,13 +254,7 @@ func payload() []byte {
 
 // rawInserts and appends write streams of their own in each round.
 func rawInserts(ctx context.Context, pool *pgxpool.Pool, writers, round int, d time.Duration) (float64, error) {
-	tag := fmt.Sprintf("raw%d-%d-%s", writers, round, runID)
-	return measureFor(d, writers, func(w, i int) error {
-		_, err := pool.Exec(ctx, `INSERT INTO bench_raw (uuid, stream_id, version, event_type, schema_version, payload, metadata, recorded_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			uuid.New(), fmt.Sprintf("%s-%d", tag, w), i+1, "bench.appended", 1, string(payload()), benchMetadata, time.Now())
-		return err
-	})
+	return rowInserts(ctx, pool, "bench_raw", writers, round, d)
 }
 
 // eventsInserts is rawInserts into the events table: the same row, by the
@@ -269,11 +263,16 @@ func rawInserts(ctx context.Context, pool *pgxpool.Pool, writers, round int, d t
 // position index. No RETURNING, no check, no queue, no NOTIFY: none of
 // the store's work.
 func eventsInserts(ctx context.Context, pool *pgxpool.Pool, writers, round int, d time.Duration) (float64, error) {
-	tag := fmt.Sprintf("events%d-%d-%s", writers, round, runID)
+	return rowInserts(ctx, pool, "events", writers, round, d)
+}
+
+// rowInserts inserts an event's row into table, one a statement.
+func rowInserts(ctx context.Context, pool *pgxpool.Pool, table string, writers, round int, d time.Duration) (float64, error) {
+	tag := fmt.Sprintf("%s%d-%d-%s", table, writers, round, runID)
+	sql := `INSERT INTO ` + table + ` (uuid, stream_id, version, event_type, schema_version, payload, metadata, recorded_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 	return measureFor(d, writers, func(w, i int) error {
-		_, err := pool.Exec(ctx, `INSERT INTO events (uuid, stream_id, version, event_type, schema_version, payload, metadata, recorded_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			uuid.New(), fmt.Sprintf("%s-%d", tag, w), i+1, "bench.appended", 1, string(payload()), benchMetadata, time.Now())
+		_, err := pool.Exec(ctx, sql, uuid.New(), fmt.Sprintf("%s-%d", tag, w), i+1, "bench.appended", 1, string(payload()), benchMetadata, time.Now())
 		return err
 	})
 }
