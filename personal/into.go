@@ -31,7 +31,8 @@ import (
 
 // OpenInto decodes data, of eventType, into v (a pointer to a new, zero
 // event struct) as decoding Open's result would, without writing that
-// result. It reports false, with v zero, when it does not take the event
+// result. It takes each sealed value's member to hold its placeholder in
+// data, as sealing writes them (Open puts a value only in place of one). It reports false, with v zero, when it does not take the event
 // (not sealed, a shape it does not expect, data that does not decode): the
 // caller then opens and decodes as usual.
 func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v any) (bool, error) {
@@ -52,6 +53,13 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	}
 	sc := openScratches.Get().(*openScratch)
 	defer sc.release()
+	return s.openInto(ctx, sc, eventType, p, data, raw, body, v)
+}
+
+// openInto is OpenInto of data, whose "pii" member is raw and body the
+// members before it (nil: see envelopeOf), into v, with sc for scratch.
+func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string, p *intoPlan, data, raw, body []byte, v any) (bool, error) {
+	rv := reflect.ValueOf(v)
 	subject, sealed, err := parseEnvelopeInto(sc.sealed, raw)
 	sc.sealed = sealed
 	if err != nil {
@@ -61,11 +69,30 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	if err != nil {
 		return true, err
 	}
+	var vbuf [8]member
+	var values []member
+	if !erased {
+		var ok bool
+		if values, ok = members(plain, vbuf[:0]); !ok {
+			return false, nil
+		}
+	}
 	// The struct as stored, placeholders and all: without the "pii" member
 	// where it ends the event (the decoder need not read past it), else
-	// with it ("pii" matches no field).
+	// with it ("pii" matches no field). The sealed values of top-level
+	// fields then follow the placeholders, when the plan allows it: the
+	// decoder keeps a member's last value, and decodes them all in one go.
+	whole := false
 	if body != nil {
-		sc.body = append(append(sc.body[:0], body...), '}')
+		sc.body = append(sc.body[:0], body...)
+		if whole = p.concat && len(values) > 0 && p.all(values); whole {
+			if len(body) > 1 { // not "{" alone
+				sc.body = append(sc.body, ',')
+			}
+			sc.body = append(sc.body, plain[1:]...)
+		} else {
+			sc.body = append(sc.body, '}')
+		}
 		body = sc.body
 	} else {
 		body = data
@@ -77,21 +104,17 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	if erased {
 		return true, nil // the placeholders stand
 	}
-	var vbuf [8]member
-	values, ok := members(plain, vbuf[:0])
-	if ok {
-		ok = p.put(rv.Elem(), values)
-	}
-	if !ok {
+	if !p.put(rv.Elem(), values, whole) {
 		rv.Elem().SetZero()
 		return false, nil
 	}
 	return true, nil
 }
 
-// openScratch holds OpenInto's ciphertext, opened in place, and the event
-// without its envelope: nothing decoded from them refers to them (the
-// decoder copies its input, strings are copied).
+// openScratch holds OpenInto's ciphertext, opened in place, and the JSON it
+// decodes (the event without its envelope, and maybe the opened values):
+// nothing decoded from them refers to them (the decoder copies its input,
+// strings are copied).
 type openScratch struct{ sealed, body []byte }
 
 var openScratches = sync.Pool{New: func() any { return new(openScratch) }}
@@ -100,9 +123,19 @@ func (sc *openScratch) release() {
 	if cap(sc.sealed) > maxScratch || cap(sc.body) > maxScratch {
 		return
 	}
-	clear(sc.sealed[:cap(sc.sealed)]) // personal values do not linger in the pool
-	sc.sealed, sc.body = sc.sealed[:0], sc.body[:0]
+	sc.wipe()
 	openScratches.Put(sc)
+}
+
+// wipe clears what sc holds: personal values do not linger in the pool.
+// Both buffers are written from their start and cleared so: what lies past
+// their length is zeros, or was never more than ciphertext. (Clearing their
+// capacity, which grows to the largest event, cost a replay a tenth of its
+// opening.)
+func (sc *openScratch) wipe() {
+	clear(sc.sealed)
+	clear(sc.body)
+	sc.sealed, sc.body = sc.sealed[:0], sc.body[:0]
 }
 
 // envelopeOf returns the top-level "pii" member's value: false when data has
@@ -129,8 +162,15 @@ func envelopeOf(data []byte) (raw, body []byte, ok bool) {
 }
 
 // intoPlan is where each sealed field of an event type lives in its Go
-// struct.
-type intoPlan struct{ fields []intoField }
+// struct. concat: the sealed values may follow the event's own members in
+// the JSON decoded (see OpenInto): no top-level field decodes into an
+// interface (a second value may merge into the first's), and no field of
+// the struct takes a nested field's name ("results[].response_text"), as
+// the decoder, blind to case, might match it.
+type intoPlan struct {
+	fields []intoField
+	concat bool
+}
 
 // intoField is a field of a rule in a Go struct: outer is the index of its
 // top-level member's field; for a nested field, inner is the index of the
@@ -184,7 +224,7 @@ func makePlan(r rule, t reflect.Type) *intoPlan {
 	if !r.scannable() {
 		return nil
 	}
-	p := &intoPlan{}
+	p := &intoPlan{concat: true}
 	for _, f := range r.fields {
 		outerName, each := strings.CutSuffix(f.path[0], "[]")
 		outer, ft, ok := fieldByTag(t, outerName)
@@ -192,6 +232,9 @@ func makePlan(r rule, t reflect.Type) *intoPlan {
 			return nil
 		}
 		x := intoField{name: f.name(), outer: outer}
+		if len(f.path) == 1 && ft.Kind() == reflect.Interface || len(f.path) == 2 && namesAnyField(t, x.name) {
+			p.concat = false
+		}
 		leaf := ft
 		if len(f.path) == 2 {
 			x.nested, x.each = true, each
@@ -239,9 +282,35 @@ func fieldByTag(t reflect.Type, name string) ([]int, reflect.Type, bool) {
 	return nil, nil, false
 }
 
+// namesAnyField reports whether a field of struct t answers to name in the
+// decoder's eyes: its json name or Go name, in any case.
+func namesAnyField(t reflect.Type, name string) bool {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if strings.EqualFold(tag, name) || strings.EqualFold(f.Name, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// all reports whether every sealed value is one of the plan's fields, as
+// it is when sealing wrote them: one that is not goes nowhere (as with
+// Open), so it must not ride along with the event's members.
+func (p *intoPlan) all(values []member) bool {
+	for _, v := range values {
+		if p.field(v.key) == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // put decodes each sealed value into its field of ev: false when a value
-// does not fit (Open then decides).
-func (p *intoPlan) put(ev reflect.Value, values []member) bool {
+// does not fit (Open then decides). With decoded, the top-level values
+// were decoded with the event's members, and only the nested ones are put.
+func (p *intoPlan) put(ev reflect.Value, values []member, decoded bool) bool {
 	for _, v := range values {
 		f := p.field(v.key)
 		if f == nil {
@@ -249,6 +318,9 @@ func (p *intoPlan) put(ev reflect.Value, values []member) bool {
 		}
 		outer := ev.FieldByIndex(f.outer)
 		if !f.nested {
+			if decoded {
+				continue
+			}
 			if !decodeField(outer, v.value, f.str) {
 				return false
 			}

@@ -170,6 +170,73 @@ func TestOpenIntoLeavesTheRestToOpen(t *testing.T) {
 	}
 }
 
+// Sealed values that sealing would not have written still decode as Open
+// has them: a member of no rule goes nowhere, an empty object of values puts
+// nothing, a nested field's name in another case matches no field. (Each
+// value's member holds its placeholder, as sealing writes them: OpenInto
+// relies on it.)
+func TestOpenIntoTakesValuesSealingDidNotWrite(t *testing.T) {
+	block, _ := aes.NewCipher(make([]byte, 32))
+	aead, _ := cipher.NewGCM(block)
+	s := NewSealer(oneKey{aead})
+	sealedWith := func(eventType, members, values string) []byte {
+		nonce := make([]byte, aead.NonceSize())
+		ct := aead.Seal(nonce, nonce, []byte(values), additional(eventType, "user-7"))
+		data := append([]byte(members), `"pii":`...)
+		return append(appendEnvelope(data, "user-7", ct), '}')
+	}
+	for _, c := range []struct{ eventType, members, values string }{
+		{"agent.created", `{"agent_id":3,"owner_id":7,"name":"[erased]","is_active":true,`, `{"name":"N","is_active":false,"agent_id":9}`},
+		{"agent.created", `{"agent_id":3,"name":"[erased]",`, `{}`},
+		{"session.turn_recorded", `{"session_id":1,"prompt_text":"[erased]","results":[{"response_text":"[erased]"}],`,
+			`{"prompt_text":"Q","results[].response_text":["A"],"Results[].Response_Text":["B"]}`},
+	} {
+		sealed := sealedWith(c.eventType, c.members, c.values)
+		want, got := decodeBothWays(t, s, c.eventType, sealed)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: OpenInto differs from Open (-open +into):\n%s", sealed, diff)
+		}
+	}
+}
+
+// What OpenInto opened does not stay in its scratch once released, however
+// large an event came before.
+func TestOpenIntoLeavesNoValueInItsScratch(t *testing.T) {
+	block, _ := aes.NewCipher(make([]byte, 32))
+	aead, _ := cipher.NewGCM(block)
+	s := NewSealer(oneKey{aead})
+	ctx := context.Background()
+	marker := strings.Repeat("MARKER-", 200)
+	sc := new(openScratch)
+	for i, data := range []string{
+		`{"agent_id":3,"owner_id":7,"name":"` + marker + `","system_prompt":"` + marker + `","is_active":true}`,
+		`{"agent_id":4,"owner_id":7,"name":"N","system_prompt":"P","is_active":true}`,
+	} {
+		sealed, err := s.Seal(ctx, "agent.created", json.RawMessage(data), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, body, ok := envelopeOf(sealed)
+		p := planFor("agent.created", reflect.TypeFor[events.AgentCreated]())
+		var ev events.AgentCreated
+		if !ok || p == nil {
+			t.Fatalf("envelope %v, plan %v", ok, p)
+		}
+		if taken, err := s.openInto(ctx, sc, "agent.created", p, sealed, raw, body, &ev); !taken || err != nil {
+			t.Fatalf("openInto = %v, %v", taken, err)
+		}
+		if i == 0 && !strings.Contains(string(sc.body)+string(sc.sealed), "MARKER") {
+			t.Fatal("the scratch never held the values: the test proves nothing")
+		}
+		sc.wipe()
+	}
+	for name, b := range map[string][]byte{"ciphertext": sc.sealed, "body": sc.body} {
+		if strings.Contains(string(b[:cap(b)]), "MARKER") {
+			t.Errorf("the %s scratch keeps an opened value past its release", name)
+		}
+	}
+}
+
 // Whatever text a user typed, OpenInto decodes it as Open does.
 func FuzzOpenIntoAgreesWithOpen(f *testing.F) {
 	for _, seed := range [][2]string{
