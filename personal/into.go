@@ -32,9 +32,10 @@ import (
 // OpenInto decodes data, of eventType, into v (a pointer to a new, zero
 // event struct) as decoding Open's result would, without writing that
 // result. It takes each sealed value's member to hold its placeholder in
-// data, as sealing writes them (Open puts a value only in place of one). It reports false, with v zero, when it does not take the event
-// (not sealed, a shape it does not expect, data that does not decode): the
-// caller then opens and decodes as usual.
+// data, as sealing writes them (Open puts a value only in place of one). It
+// reports false, with v zero, when it does not take the event (not sealed, a
+// shape it does not expect, data that does not decode): the caller then
+// opens and decodes as usual.
 func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v any) (bool, error) {
 	if _, ok := rules[eventType]; !ok {
 		return false, nil
@@ -129,9 +130,8 @@ func (sc *openScratch) release() {
 
 // wipe clears what sc holds: personal values do not linger in the pool.
 // Both buffers are written from their start and cleared so: what lies past
-// their length is zeros, or was never more than ciphertext. (Clearing their
-// capacity, which grows to the largest event, cost a replay a tenth of its
-// opening.)
+// their length is zeros, or was never more than ciphertext. (Their capacity
+// grows to the largest event seen: a replay opens every event.)
 func (sc *openScratch) wipe() {
 	clear(sc.sealed)
 	clear(sc.body)
@@ -283,10 +283,14 @@ func fieldByTag(t reflect.Type, name string) ([]int, reflect.Type, bool) {
 }
 
 // namesAnyField reports whether a field of struct t answers to name in the
-// decoder's eyes: its json name or Go name, in any case.
+// decoder's eyes: its json name or Go name, in any case. An embedded struct,
+// whose fields the decoder promotes, may: true.
 func namesAnyField(t reflect.Type, name string) bool {
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if f.Anonymous {
+			return true
+		}
 		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if strings.EqualFold(tag, name) || strings.EqualFold(f.Name, name) {
 			return true
