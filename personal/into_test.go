@@ -283,7 +283,8 @@ func TestOpenIntoLeavesNoValueInItsScratch(t *testing.T) {
 	}
 }
 
-// Whatever text a user typed, OpenInto decodes it as Open does.
+// Whatever text a user typed, OpenInto decodes it as Open does: in a turn
+// and in a few-shot example.
 func FuzzOpenIntoAgreesWithOpen(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"plain", "text"}, {`"quoted" \ back`, "\u2028\u00e9"}, {"\xff\xfe invalid UTF-8", "\x00\x1f"}, {"", "<script>&amp;"},
@@ -308,6 +309,23 @@ func FuzzOpenIntoAgreesWithOpen(f *testing.F) {
 		want, got := decodeBothWays(t, s, "session.turn_recorded", sealed)
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("OpenInto differs from Open (-open +into):\n%s", diff)
+		}
+		// A few-shot example: a nullable text and an object, top-level.
+		meta, err := json.Marshal(map[string]string{prompt: answer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err = json.Marshal(events.FewShotCreated{ExampleID: 2, UserID: 7, Title: &prompt, InputText: answer,
+			OutputText: prompt, Meta: meta, IsActive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sealed, err = s.Seal(ctx, "fewshot.created", data, 7); err != nil {
+			t.Fatal(err)
+		}
+		want, got = decodeBothWays(t, s, "fewshot.created", sealed)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("few-shot: OpenInto differs from Open (-open +into):\n%s", diff)
 		}
 	})
 }
