@@ -70,30 +70,11 @@ func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string
 	if err != nil {
 		return true, err
 	}
-	var vbuf [8]member
-	var values []member
-	if !erased {
-		var ok bool
-		if values, ok = members(plain, vbuf[:0]); !ok {
-			return false, nil
-		}
-	}
 	// The struct as stored, placeholders and all: without the "pii" member
 	// where it ends the event (the decoder need not read past it), else
-	// with it ("pii" matches no field). The sealed values of top-level
-	// fields then follow the placeholders, when the plan allows it: the
-	// decoder keeps a member's last value, and decodes them all in one go.
-	whole := false
+	// with it ("pii" matches no field).
 	if body != nil {
-		sc.body = append(sc.body[:0], body...)
-		if whole = p.concat && len(values) > 0 && p.all(values); whole {
-			if len(body) > 1 { // not "{" alone
-				sc.body = append(sc.body, ',')
-			}
-			sc.body = append(sc.body, plain[1:]...)
-		} else {
-			sc.body = append(sc.body, '}')
-		}
+		sc.body = append(append(sc.body[:0], body...), '}')
 		body = sc.body
 	} else {
 		body = data
@@ -105,17 +86,21 @@ func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string
 	if erased {
 		return true, nil // the placeholders stand
 	}
-	if !p.put(rv.Elem(), values, whole) {
+	var vbuf [8]member
+	values, ok := members(plain, vbuf[:0])
+	if ok {
+		ok = p.put(rv.Elem(), values)
+	}
+	if !ok {
 		rv.Elem().SetZero()
 		return false, nil
 	}
 	return true, nil
 }
 
-// openScratch holds OpenInto's ciphertext, opened in place, and the JSON it
-// decodes (the event without its envelope, and maybe the opened values):
-// nothing decoded from them refers to them (the decoder copies its input,
-// strings are copied).
+// openScratch holds OpenInto's ciphertext, opened in place, and the event
+// without its envelope: nothing decoded from them refers to them (the
+// decoder copies its input, strings are copied).
 type openScratch struct{ sealed, body []byte }
 
 var openScratches = sync.Pool{New: func() any { return new(openScratch) }}
@@ -128,13 +113,12 @@ func (sc *openScratch) release() {
 	openScratches.Put(sc)
 }
 
-// wipe clears what sc holds: personal values do not linger in the pool.
-// Both buffers are written from their start and cleared so: what lies past
-// their length is zeros, or was never more than ciphertext. (Their capacity
-// grows to the largest event seen: a replay opens every event.)
+// wipe clears the opened values: personal values do not linger in the
+// pool. The ciphertext buffer is written from its start and cleared so:
+// what lies past its length is zeros, or was never more than ciphertext.
+// The body holds only the event as stored.
 func (sc *openScratch) wipe() {
 	clear(sc.sealed)
-	clear(sc.body)
 	sc.sealed, sc.body = sc.sealed[:0], sc.body[:0]
 }
 
@@ -162,15 +146,8 @@ func envelopeOf(data []byte) (raw, body []byte, ok bool) {
 }
 
 // intoPlan is where each sealed field of an event type lives in its Go
-// struct. concat: the sealed values may follow the event's own members in
-// the JSON decoded (see OpenInto): no top-level field decodes into an
-// interface (a second value may merge into the first's), and no field of
-// the struct takes a nested field's name ("results[].response_text"), as
-// the decoder, blind to case, might match it.
-type intoPlan struct {
-	fields []intoField
-	concat bool
-}
+// struct.
+type intoPlan struct{ fields []intoField }
 
 // intoField is a field of a rule in a Go struct: outer is the index of its
 // top-level member's field; for a nested field, inner is the index of the
@@ -224,7 +201,7 @@ func makePlan(r rule, t reflect.Type) *intoPlan {
 	if !r.scannable() {
 		return nil
 	}
-	p := &intoPlan{concat: true}
+	p := &intoPlan{}
 	for _, f := range r.fields {
 		outerName, each := strings.CutSuffix(f.path[0], "[]")
 		outer, ft, ok := fieldByTag(t, outerName)
@@ -232,9 +209,6 @@ func makePlan(r rule, t reflect.Type) *intoPlan {
 			return nil
 		}
 		x := intoField{name: f.name(), outer: outer}
-		if len(f.path) == 1 && ft.Kind() == reflect.Interface || len(f.path) == 2 && namesAnyField(t, x.name) {
-			p.concat = false
-		}
 		leaf := ft
 		if len(f.path) == 2 {
 			x.nested, x.each = true, each
@@ -282,39 +256,9 @@ func fieldByTag(t reflect.Type, name string) ([]int, reflect.Type, bool) {
 	return nil, nil, false
 }
 
-// namesAnyField reports whether a field of struct t answers to name in the
-// decoder's eyes: its json name or Go name, in any case. An embedded struct,
-// whose fields the decoder promotes, may: true.
-func namesAnyField(t reflect.Type, name string) bool {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if f.Anonymous {
-			return true
-		}
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if strings.EqualFold(tag, name) || strings.EqualFold(f.Name, name) {
-			return true
-		}
-	}
-	return false
-}
-
-// all reports whether every sealed value is one of the plan's fields, as
-// it is when sealing wrote them: one that is not goes nowhere (as with
-// Open), so it must not ride along with the event's members.
-func (p *intoPlan) all(values []member) bool {
-	for _, v := range values {
-		if p.field(v.key) == nil {
-			return false
-		}
-	}
-	return true
-}
-
 // put decodes each sealed value into its field of ev: false when a value
-// does not fit (Open then decides). With decoded, the top-level values
-// were decoded with the event's members, and only the nested ones are put.
-func (p *intoPlan) put(ev reflect.Value, values []member, decoded bool) bool {
+// does not fit (Open then decides).
+func (p *intoPlan) put(ev reflect.Value, values []member) bool {
 	for _, v := range values {
 		f := p.field(v.key)
 		if f == nil {
@@ -322,9 +266,6 @@ func (p *intoPlan) put(ev reflect.Value, values []member, decoded bool) bool {
 		}
 		outer := ev.FieldByIndex(f.outer)
 		if !f.nested {
-			if decoded {
-				continue
-			}
 			if !decodeField(outer, v.value, f.str) {
 				return false
 			}
