@@ -2,7 +2,6 @@ package personal
 
 import (
 	"context"
-	"crypto/aes"
 	"crypto/cipher"
 	"encoding/json"
 	"maps"
@@ -80,9 +79,7 @@ var intoCases = []struct{ eventType, data string }{
 // OpenInto takes every event of a rule, live or erased, and decodes it to
 // what decoding Open's result gives, field for field.
 func TestOpenIntoDecodesAsOpen(t *testing.T) {
-	block, _ := aes.NewCipher(make([]byte, 32))
-	aead, _ := cipher.NewGCM(block)
-	live := NewSealer(oneKey{aead})
+	live, _ := zeroKeySealer()
 	ctx := context.Background()
 	seen := map[string]bool{}
 	for _, c := range intoCases {
@@ -135,29 +132,14 @@ func FuzzSealingLosesNothing(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1])
 	}
-	block, _ := aes.NewCipher(make([]byte, 32))
-	aead, _ := cipher.NewGCM(block)
-	s := NewSealer(oneKey{aead})
+	s, _ := zeroKeySealer()
 	types := slices.Sorted(maps.Keys(newEvent))
 	f.Fuzz(func(t *testing.T, a, b string) {
 		for _, eventType := range types {
 			ev := newEvent[eventType]()
-			texts := []string{a, b}
 			n := 0
-			fillEvent(reflect.ValueOf(ev).Elem(), texts, &n)
-			data, err := json.Marshal(ev)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sealed, err := s.Seal(context.Background(), eventType, data, 7)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, got := decodeBothWays(t, s, eventType, sealed)
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s: OpenInto differs from Open (-open +into):\n%s", eventType, diff)
-			}
-			roundTrips(t, eventType, data, want)
+			fillEvent(reflect.ValueOf(ev).Elem(), []string{a, b}, &n)
+			sealsWhole(t, s, eventType, ev)
 		}
 	})
 }
@@ -199,11 +181,24 @@ func fillEvent(v reflect.Value, texts []string, n *int) {
 	}
 }
 
-// roundTrips fails t unless opened, the event decoded from its sealed
-// form, is what data, the event as given to Seal, decodes to: no value a
-// user typed is lost or changed by sealing and opening.
-func roundTrips(t *testing.T, eventType string, data []byte, opened any) {
+// sealsWhole seals ev, of eventType, with s, and fails t unless both ways
+// of opening it (Open, OpenInto) decode to the same event, and that event
+// is what ev's JSON decodes to: no value a user typed is lost or changed by
+// sealing and opening.
+func sealsWhole(t *testing.T, s *Sealer, eventType string, ev any) {
 	t.Helper()
+	data, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := s.Seal(context.Background(), eventType, data, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opened, into := decodeBothWays(t, s, eventType, sealed)
+	if diff := cmp.Diff(opened, into); diff != "" {
+		t.Errorf("%s: OpenInto differs from Open (-open +into):\n%s", eventType, diff)
+	}
 	given := newEvent[eventType]()
 	if err := json.Unmarshal(data, given); err != nil {
 		t.Fatal(err)
@@ -218,9 +213,7 @@ func roundTrips(t *testing.T, eventType string, data []byte, opened any) {
 // level's, an array whose elements no longer match the sealed values, a
 // value its field cannot hold, a type it has no plan for.
 func TestOpenIntoLeavesTheRestToOpen(t *testing.T) {
-	block, _ := aes.NewCipher(make([]byte, 32))
-	aead, _ := cipher.NewGCM(block)
-	s := NewSealer(oneKey{aead})
+	s, _ := zeroKeySealer()
 	ctx := context.Background()
 	turn, err := s.Seal(ctx, "session.turn_recorded", json.RawMessage(`{"session_id":1,"turn":1,"prompt_text":"Q","messages":[],"results":[{"response_text":"A"},{"response_text":"B"}]}`), 7)
 	if err != nil {
@@ -263,9 +256,7 @@ func TestOpenIntoLeavesTheRestToOpen(t *testing.T) {
 // value's member holds its placeholder, as sealing writes them: OpenInto
 // relies on it.)
 func TestOpenIntoTakesValuesSealingDidNotWrite(t *testing.T) {
-	block, _ := aes.NewCipher(make([]byte, 32))
-	aead, _ := cipher.NewGCM(block)
-	s := NewSealer(oneKey{aead})
+	s, aead := zeroKeySealer()
 	sealedWith := func(eventType, members, values string) []byte {
 		nonce := make([]byte, aead.NonceSize())
 		ct := aead.Seal(nonce, nonce, []byte(values), additional(eventType, "user-7"))
@@ -289,9 +280,7 @@ func TestOpenIntoTakesValuesSealingDidNotWrite(t *testing.T) {
 // What OpenInto opened does not stay in its scratch once released, however
 // large an event came before.
 func TestOpenIntoLeavesNoValueInItsScratch(t *testing.T) {
-	block, _ := aes.NewCipher(make([]byte, 32))
-	aead, _ := cipher.NewGCM(block)
-	s := NewSealer(oneKey{aead})
+	s, _ := zeroKeySealer()
 	ctx := context.Background()
 	marker := strings.Repeat("MARKER-", 200)
 	sc := new(openScratch)
@@ -332,53 +321,25 @@ func FuzzOpenIntoAgreesWithOpen(f *testing.F) {
 	} {
 		f.Add(seed[0], seed[1])
 	}
-	block, _ := aes.NewCipher(make([]byte, 32))
-	aead, _ := cipher.NewGCM(block)
-	s := NewSealer(oneKey{aead})
-	ctx := context.Background()
+	s, _ := zeroKeySealer()
 	f.Fuzz(func(t *testing.T, prompt, answer string) {
-		data, err := json.Marshal(events.SessionTurnRecorded{SessionID: 1, Turn: 1, PromptText: prompt,
+		sealsWhole(t, s, "session.turn_recorded", events.SessionTurnRecorded{SessionID: 1, Turn: 1, PromptText: prompt,
 			Messages: []events.ChatMessage{{Role: "user", Content: prompt}},
 			Results:  []events.TurnResult{{ModelName: "echo", ResponseText: answer}, {ModelName: "echo", ResponseText: prompt}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sealed, err := s.Seal(ctx, "session.turn_recorded", data, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, got := decodeBothWays(t, s, "session.turn_recorded", sealed)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("OpenInto differs from Open (-open +into):\n%s", diff)
-		}
-		roundTrips(t, "session.turn_recorded", data, want)
 		// A few-shot example: a nullable text and an object, top-level.
 		meta, err := json.Marshal(map[string]string{prompt: answer})
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err = json.Marshal(events.FewShotCreated{ExampleID: 2, UserID: 7, Title: &prompt, InputText: answer,
+		sealsWhole(t, s, "fewshot.created", events.FewShotCreated{ExampleID: 2, UserID: 7, Title: &prompt, InputText: answer,
 			OutputText: prompt, Meta: meta, IsActive: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sealed, err = s.Seal(ctx, "fewshot.created", data, 7); err != nil {
-			t.Fatal(err)
-		}
-		want, got = decodeBothWays(t, s, "fewshot.created", sealed)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("few-shot: OpenInto differs from Open (-open +into):\n%s", diff)
-		}
-		roundTrips(t, "fewshot.created", data, want)
 	})
 }
 
 // trailingEnvelope finds the "pii" member that sealing wrote, last, and
 // nothing that only looks like it.
 func TestTrailingEnvelope(t *testing.T) {
-	block, _ := aes.NewCipher(make([]byte, 32))
-	aead, _ := cipher.NewGCM(block)
-	s := NewSealer(oneKey{aead})
+	s, _ := zeroKeySealer()
 	for _, c := range intoCases {
 		sealed, err := s.Seal(context.Background(), c.eventType, json.RawMessage(c.data), 7)
 		if err != nil {
