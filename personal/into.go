@@ -66,7 +66,8 @@ func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string
 	if err != nil {
 		return true, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
-	plain, erased, err := s.openValues(ctx, eventType, subject, sealed)
+	sc.ad = appendAdditional(sc.ad[:0], eventType, subject)
+	plain, erased, err := s.openValuesWith(ctx, sc.ad, eventType, subject, sealed)
 	if err != nil {
 		return true, err
 	}
@@ -98,15 +99,15 @@ func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string
 	return true, nil
 }
 
-// openScratch holds OpenInto's ciphertext, opened in place, and the event
-// without its envelope: nothing decoded from them refers to them (the
-// decoder copies its input, strings are copied).
-type openScratch struct{ sealed, body []byte }
+// openScratch holds OpenInto's ciphertext, opened in place, the event
+// without its envelope, and the additional data: nothing decoded from them
+// refers to them (the decoder copies its input, strings are copied).
+type openScratch struct{ sealed, body, ad []byte }
 
 var openScratches = sync.Pool{New: func() any { return new(openScratch) }}
 
 func (sc *openScratch) release() {
-	if cap(sc.sealed) > maxScratch || cap(sc.body) > maxScratch {
+	if cap(sc.sealed) > maxScratch || cap(sc.body) > maxScratch || cap(sc.ad) > maxScratch {
 		return
 	}
 	sc.wipe()
@@ -157,6 +158,7 @@ type intoField struct {
 	outer, inner []int
 	nested, each bool
 	str          bool // a string the decoder would set as it is (see decodeField)
+	nullIsZero   bool // the decoder leaves it zero for a JSON null (see decodeField)
 }
 
 type planKey struct {
@@ -225,8 +227,8 @@ func makePlan(r rule, t reflect.Type) *intoPlan {
 				return nil
 			}
 		}
-		x.str = leaf.Kind() == reflect.String && !reflect.PointerTo(leaf).Implements(jsonUnmarshaler) &&
-			!reflect.PointerTo(leaf).Implements(textUnmarshaler)
+		x.str = leaf.Kind() == reflect.String && !unmarshals(leaf)
+		x.nullIsZero = x.str || leaf.Kind() == reflect.Pointer && !unmarshals(leaf) && !unmarshals(leaf.Elem())
 		p.fields = append(p.fields, x)
 	}
 	return p
@@ -236,6 +238,14 @@ var (
 	jsonUnmarshaler = reflect.TypeFor[gojson.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
+
+// unmarshals reports whether values of t decode themselves in a way of
+// their own (t or *t has an UnmarshalJSON or UnmarshalText method).
+func unmarshals(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) ||
+		p.Implements(jsonUnmarshaler) || p.Implements(textUnmarshaler)
+}
 
 // fieldByTag finds the field of struct t whose json name is name, among its
 // own fields: an embedded struct is not looked into (no plan then).
@@ -266,7 +276,7 @@ func (p *intoPlan) put(ev reflect.Value, values []member) bool {
 		}
 		outer := ev.FieldByIndex(f.outer)
 		if !f.nested {
-			if !decodeField(outer, v.value, f.str) {
+			if !decodeField(outer, v.value, f) {
 				return false
 			}
 			continue
@@ -312,15 +322,16 @@ func putInner(obj reflect.Value, f *intoField, value []byte) bool {
 		}
 		obj = obj.Elem()
 	}
-	return decodeField(obj.FieldByIndex(f.inner), value, f.str)
+	return decodeField(obj.FieldByIndex(f.inner), value, f)
 }
 
-// decodeField sets f to the JSON value, as decoding it into a zero f would.
-// A JSON string without escapes, in valid UTF-8, into a field of a string
-// kind that decodes itself in no way of its own (str), the common case, is
-// set without the decoder.
-func decodeField(f reflect.Value, value []byte, str bool) bool {
-	if str && len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
+// decodeField sets f, the field of plan x, to the JSON value, as decoding
+// it into a zero f would. The common cases are set without the decoder: a
+// JSON string without escapes, in valid UTF-8, into a field of a string kind
+// that decodes itself in no way of its own (x.str), and a null into a field
+// the decoder leaves zero for it (a nullable text left out: x.nullIsZero).
+func decodeField(f reflect.Value, value []byte, x *intoField) bool {
+	if x.str && len(value) >= 2 && value[0] == '"' && value[len(value)-1] == '"' {
 		s := value[1 : len(value)-1]
 		if bytes.IndexByte(s, '\\') < 0 && bytes.IndexByte(s, '"') < 0 && utf8.Valid(s) {
 			f.SetString(string(s))
@@ -328,6 +339,9 @@ func decodeField(f reflect.Value, value []byte, str bool) bool {
 		}
 	}
 	f.SetZero()
+	if x.nullIsZero && string(value) == "null" {
+		return true
+	}
 	return gojson.Unmarshal(value, f.Addr().Interface()) == nil
 }
 

@@ -282,6 +282,13 @@ func (s *Sealer) openGeneral(ctx context.Context, eventType string, r rule, data
 // an event's personal values, or erased when the subject was erased (its
 // placeholders stand).
 func (s *Sealer) openValues(ctx context.Context, eventType, subject string, sealed []byte) (plain []byte, erased bool, err error) {
+	return s.openValuesWith(ctx, additional(eventType, subject), eventType, subject, sealed)
+}
+
+// openValuesWith is openValues given the additional data, ad: it escapes
+// (the AEAD is an interface), so a reader opening event after event builds
+// it in a buffer of its own rather than allocate one each time.
+func (s *Sealer) openValuesWith(ctx context.Context, ad []byte, eventType, subject string, sealed []byte) (plain []byte, erased bool, err error) {
 	aead, err := s.keys.Key(ctx, subject, false)
 	if errors.Is(err, ErrErased) {
 		return nil, true, nil
@@ -293,8 +300,7 @@ func (s *Sealer) openValues(ctx context.Context, eventType, subject string, seal
 	if len(sealed) < n {
 		return nil, false, fmt.Errorf("personal: open %s: sealed values too short", eventType)
 	}
-	var ad [64]byte
-	if plain, err = aead.Open(sealed[n:n], sealed[:n], sealed[n:], appendAdditional(ad[:0], eventType, subject)); err != nil {
+	if plain, err = aead.Open(sealed[n:n], sealed[:n], sealed[n:], ad); err != nil {
 		return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
 	return plain, false, nil
