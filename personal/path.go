@@ -28,6 +28,14 @@ func (f field) placeholder(subject string) json.RawMessage {
 	}
 }
 
+// isPlaceholder reports whether value is the field's placeholder already:
+// a null of a nullable field. Sealing leaves it where it is, in clear (it
+// would read back as null either way), rather than carry it in the sealed
+// values too.
+func (f field) isPlaceholder(value []byte) bool {
+	return f.kind == nullable && string(value) == "null"
+}
+
 // The placeholders that are the same for every subject.
 var (
 	erasedTextJSON  = json.RawMessage(`"` + ErasedText + `"`)

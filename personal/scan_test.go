@@ -177,3 +177,53 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// A null of a nullable field is its own placeholder: both paths leave it
+// in place and out of the sealed values, and it reads back as null.
+func TestSealingLeavesANullableNullInPlace(t *testing.T) {
+	s, aead := zeroKeySealer()
+	ctx := context.Background()
+	cases := []struct{ eventType, data, present, absent string }{
+		{"agent.created", `{"agent_id":3,"owner_id":7,"name":"Tutor","system_prompt":"p","role_description":null,"template_source":"t","is_active":true}`,
+			`"template_source":"t"`, `"role_description"`},
+		{"session.started", `{"session_id":12,"user_id":7,"title":"T","settings":{"setting_id":1,"agent_snapshot":null}}`,
+			`"title":"T"`, `"settings.agent_snapshot"`},
+	}
+	for _, c := range cases {
+		general := func(ctx context.Context, eventType string, data json.RawMessage, actor int64) (json.RawMessage, error) {
+			return s.sealGeneral(ctx, eventType, rules[eventType], data, actor)
+		}
+		for name, seal := range map[string]func(context.Context, string, json.RawMessage, int64) (json.RawMessage, error){"scan": s.Seal, "general": general} {
+			sealed, err := seal(ctx, c.eventType, json.RawMessage(c.data), 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _, ok := envelopeOf(sealed)
+			if !ok {
+				t.Fatalf("%s %s: no envelope in %s", name, c.eventType, sealed)
+			}
+			subject, ct, err := parseEnvelope(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n := aead.NonceSize()
+			plain, err := aead.Open(nil, ct[:n], ct[n:], additional(c.eventType, subject))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(plain), c.absent) || !strings.Contains(string(plain), c.present) {
+				t.Errorf("%s %s: sealed values %s (want %s, and no %s)", name, c.eventType, plain, c.present, c.absent)
+			}
+			opened, err := s.Open(ctx, c.eventType, sealed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want, got any
+			_ = json.Unmarshal([]byte(c.data), &want)
+			_ = json.Unmarshal(opened, &got)
+			if !reflect.DeepEqual(want, got) {
+				t.Errorf("%s %s: opens as %s, want %s", name, c.eventType, opened, c.data)
+			}
+		}
+	}
+}

@@ -117,7 +117,7 @@ func (s *Sealer) sealGeneral(ctx context.Context, eventType string, r rule, data
 		if err != nil {
 			return nil, fmt.Errorf("personal: seal %s: %w", eventType, err)
 		}
-		if v != nil {
+		if v != nil && !f.isPlaceholder(v) {
 			values[f.name()] = v
 		}
 	}
@@ -396,6 +396,10 @@ func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data
 	out := append(sc.out[:0], '{')
 	for _, m := range ms {
 		if f, personal := r.fieldOf(m.key); personal {
+			if f.isPlaceholder(m.value) {
+				out = appendMember(out, m.key, m.value)
+				continue
+			}
 			plain = appendMember(plain, m.key, m.value)
 			out = appendMember(out, m.key, f.placeholder(subject))
 			continue
@@ -407,7 +411,7 @@ func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data
 			if v, taken, ok = takeNested(v, f, f.placeholder(subject)); !ok {
 				return nil, false, nil
 			}
-			if taken != nil {
+			if taken != nil && !f.isPlaceholder(taken) {
 				plain = appendMember(plain, []byte(f.name()), taken)
 			}
 		}
