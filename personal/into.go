@@ -240,11 +240,11 @@ var (
 )
 
 // unmarshals reports whether values of t decode themselves in a way of
-// their own (t or *t has an UnmarshalJSON or UnmarshalText method).
+// their own: *t, whose methods include t's, has an UnmarshalJSON or
+// UnmarshalText method.
 func unmarshals(t reflect.Type) bool {
 	p := reflect.PointerTo(t)
-	return t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) ||
-		p.Implements(jsonUnmarshaler) || p.Implements(textUnmarshaler)
+	return p.Implements(jsonUnmarshaler) || p.Implements(textUnmarshaler)
 }
 
 // fieldByTag finds the field of struct t whose json name is name, among its

@@ -396,11 +396,9 @@ func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data
 	out := append(sc.out[:0], '{')
 	for _, m := range ms {
 		if f, personal := r.fieldOf(m.key); personal {
-			if f.isPlaceholder(m.value) {
-				out = appendMember(out, m.key, m.value)
-				continue
+			if !f.isPlaceholder(m.value) {
+				plain = appendMember(plain, m.key, m.value)
 			}
-			plain = appendMember(plain, m.key, m.value)
 			out = appendMember(out, m.key, f.placeholder(subject))
 			continue
 		}
