@@ -78,9 +78,9 @@ var rules = map[string]rule{
 	"partner.created":             {[]subjectMember{{"user_id", "user"}, {"partner_id", "partner"}}, parseFields("full_name:s", "email:e", "phone:n")},
 	"promotion.requested":         {byUser, parseFields("name:s", "email:e", "org_name:s", "edu_category:n")},
 	"promotion.rejected":          {byUser, parseFields("reason:n")},
-	"session.started":             {byUser, parseFields("title:n", "settings.agent_snapshot:n")},
+	"session.started":             {byUser, parseFields("title:n", "settings.style_params:o", "settings.agent_snapshot:n")},
 	"session.turn_recorded":       {nil, parseFields("prompt_text:s", "messages:a", "results[].response_text:s")},
-	"session.settings_updated":    {nil, parseFields("settings.agent_snapshot:n")},
+	"session.settings_updated":    {nil, parseFields("settings.style_params:o", "settings.agent_snapshot:n")},
 	"knowledge.document_uploaded": {byUser, parseFields("title:s")},
 }
 

@@ -137,7 +137,7 @@ func personalHistory(mark func(user int64) string) []appended {
 		id := func(n int64) int64 { return u*100 + n }
 		stream := func(category string, n int64) string { return eventstore.StreamName(category, id(n)) }
 		snapshot := &events.AgentSnapshot{AgentID: id(1), Name: m + " agent", SystemPrompt: m + " prompt", RoleDescription: p(m + " role")}
-		settings := events.SessionSettings{SettingID: id(1), StylePreset: "accurate", StyleParams: json.RawMessage(`{"tone":"warm"}`),
+		settings := events.SessionSettings{SettingID: id(1), StylePreset: "accurate", StyleParams: json.RawMessage(`{"tone":"` + m + ` warm"}`),
 			AgentSnapshot: snapshot, FewShotLinks: []events.FewShotLink{{LinkID: id(1), ExampleID: id(1), SortOrder: 0}}}
 		add(eventstore.StreamName("user", u), u, events.UserSignedUp{UserID: u, Email: m + "@example.com", Name: m + " Name", Roles: []string{"user"}})
 		add(stream("agent", 1), u, events.AgentCreated{AgentID: id(1), OwnerID: u, Name: m + " agent", SystemPrompt: m + " prompt",
@@ -171,7 +171,7 @@ func personalHistory(mark func(user int64) string) []appended {
 				}})
 		}
 		settings.AgentSnapshot = &events.AgentSnapshot{AgentID: id(1), Name: m + " agent 2", SystemPrompt: m + " prompt 2"}
-		settings.StylePreset = "creative"
+		settings.StylePreset, settings.StyleParams = "creative", json.RawMessage(`{"tone":"`+m+` bright"}`)
 		add(stream("session", 1), u, events.SessionSettingsUpdated{SessionID: id(1), Settings: settings, Changed: []string{"style_preset"}})
 		add(stream("session", 2), u, events.SessionStarted{SessionID: id(2), UserID: u,
 			Settings: events.SessionSettings{SettingID: id(2), StylePreset: "balanced"}})

@@ -271,8 +271,8 @@ func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, ms []events.Meta, es
 
 // projectUserErased anonymises the erased users' sessions: they read as
 // session.started, session.turn_recorded and session.settings_updated at
-// their placeholders. No title; no agent snapshot, which the settings store
-// as {}; every turn's prompt and answers "[erased]", a failed model's empty
+// their placeholders. No title; no style parameters (the user's free text)
+// and no agent snapshot, which the settings store as {}; every turn's prompt and answers "[erased]", a failed model's empty
 // answer too; the messages sent are stored nowhere. The sessions' streams
 // did not move (see crossStream).
 func projectUserErased(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
@@ -281,7 +281,7 @@ func projectUserErased(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []eve
 			UPDATE practice_sessions SET title = NULL WHERE user_id = ANY($1::bigint[])
 			RETURNING id),
 		settings AS (
-			UPDATE session_settings s SET agent_snapshot = '{}'::json
+			UPDATE session_settings s SET style_params = '{}'::json, agent_snapshot = '{}'::json
 			FROM erased WHERE s.session_id = erased.id)
 		UPDATE session_responses r SET prompt_text = $2, response_text = $2
 		FROM erased WHERE r.session_id = erased.id AND (r.prompt_text <> $2 OR r.response_text <> $2)`,

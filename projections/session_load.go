@@ -195,7 +195,7 @@ func (l *sessionLoader) turn(m events.Meta, e *events.SessionTurnRecorded) error
 func (l *sessionLoader) erase(user int64) {
 	mine := map[int64]bool{}
 	for _, s := range l.byUser[user] {
-		s.title, s.settings.agent = nil, "{}"
+		s.title, s.settings.style, s.settings.agent = nil, "{}", "{}"
 		mine[s.id] = true
 	}
 	if len(mine) == 0 {
