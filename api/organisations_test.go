@@ -276,3 +276,81 @@ func TestPromotionRequests(t *testing.T) {
 	wantBody(t, e.do(t, "POST", "/admin/partner-promotion-requests/abc/approve", asNew, admin.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"int_parsing","loc":["path","request_id"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"abc"}]}`)
 }
+
+// Decisions on one request sent at once: one wins, and nothing of the
+// others stays behind. A request left rejected made its requester no
+// partner and no organisation; an approval made one partner.
+func TestPromotionDecisionsDoNotInterleave(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	s := openSchool(t, e)
+	for range 3 {
+		u := e.signUp(t)
+		orgName := "Raced " + uniqueEmail()
+		res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "R", "email": u.Email, "org_name": orgName}, u.Access)
+		wantStatus(t, res, http.StatusCreated)
+		path := fmt.Sprintf("/admin/partner-promotion-requests/%d/", num(t, res, "request_id"))
+		decisions := []struct {
+			action string
+			body   map[string]any
+		}{{"approve", map[string]any{"organization": "new"}}, {"approve", map[string]any{"org_id": s.org}}, {"reject", map[string]any{"reason": "no"}}}
+		results := concurrently(len(decisions), func(i int) response {
+			return e.do(t, "POST", path+decisions[i].action, decisions[i].body, admin.Access)
+		})
+		won := -1
+		for i, res := range results {
+			switch res.Status {
+			case http.StatusOK:
+				if won >= 0 {
+					t.Fatalf("two decisions on one request succeeded: %s and %s", results[won], res)
+				}
+				won = i
+			case http.StatusConflict:
+			default:
+				t.Fatalf("%s: want 200 or 409", res)
+			}
+		}
+		if won < 0 {
+			t.Fatalf("no decision succeeded: %v", results)
+		}
+		me := e.do(t, "GET", "/user/me", nil, u.Access)
+		partners := len(field(t, me, "partner_ids").([]any))
+		if wantPartners := map[bool]int{true: 0, false: 1}[decisions[won].action == "reject"]; partners != wantPartners {
+			t.Errorf("%s won: the requester has %d partner records, want %d (%s)", decisions[won].action, partners, wantPartners, me.Body)
+		}
+		var orgs int
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM unique_claims WHERE scope = 'org_name' AND key = $1`,
+			strings.ToLower(orgName)).Scan(&orgs); err != nil {
+			t.Fatal(err)
+		}
+		if wantOrgs := map[bool]int{true: 1, false: 0}[won == 0]; orgs != wantOrgs {
+			t.Errorf("decision %d won: %d organisations are named %q, want %d", won, orgs, orgName, wantOrgs)
+		}
+	}
+}
+
+// Approving the request of a user erased since is 404 and leaves nothing
+// behind: no organisation named after the request's placeholder.
+func TestApprovingAnErasedUsersRequest(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	u := e.signUp(t)
+	res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "G", "email": u.Email, "org_name": "Gone " + uniqueEmail()}, u.Access)
+	wantStatus(t, res, http.StatusCreated)
+	path := fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", num(t, res, "request_id"))
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
+	for range 2 { // the second would meet the first's organisation
+		wantDetail(t, e.do(t, "POST", path, map[string]any{"organization": "new"}, admin.Access), http.StatusNotFound,
+			"The user this data is about was erased")
+	}
+	var orgs int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM unique_claims WHERE scope = 'org_name' AND key = $1`,
+		strings.ToLower("[erased]")).Scan(&orgs); err != nil {
+		t.Fatal(err)
+	}
+	if orgs != 0 {
+		t.Errorf("approving an erased user's request made an organisation named %q", "[erased]")
+	}
+}

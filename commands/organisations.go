@@ -12,6 +12,7 @@ import (
 	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
+	"lectern/personal"
 )
 
 // Uniqueness claim scopes of this area.
@@ -157,17 +158,33 @@ func (o *Organisations) RequestPromotion(ctx context.Context, c aggregates.Reque
 // ApprovePromotion approves a pending request: the requester becomes a
 // partner, with the requested role, of a new organisation named as the
 // request asks (409 if that name is taken), or of the existing organisation
-// the admin chose by id; the request records both.
-func (o *Organisations) ApprovePromotion(ctx context.Context, requestID, by int64, target aggregates.ApprovalTarget) (aggregates.PromotionRequest, Result, error) {
+// the admin chose by id; the request records both. An erased requester's
+// request is 404, before anything is made.
+func (o *Organisations) ApprovePromotion(ctx context.Context, requestID, by int64, target aggregates.ApprovalTarget) (req aggregates.PromotionRequest, res Result, err error) {
 	if err := target.Validate(); err != nil {
-		return aggregates.PromotionRequest{}, Result{}, err
+		return req, res, err
 	}
+	err = o.deciding(ctx, requestID, func() error {
+		req, res, err = o.approve(ctx, requestID, by, target)
+		return err
+	})
+	return req, res, err
+}
+
+func (o *Organisations) approve(ctx context.Context, requestID, by int64, target aggregates.ApprovalTarget) (aggregates.PromotionRequest, Result, error) {
 	req, _, _, err := load(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion)
 	if err != nil {
 		return req, Result{}, err
 	}
 	if _, err := aggregates.DecideApprovePromotion(req, by, 0, 0); err != nil {
 		return req, Result{}, err
+	}
+	requester, _, _, err := load(ctx, o.d, eventstore.StreamName(events.CategoryUser, req.UserID), aggregates.EvolveUser)
+	if err != nil {
+		return req, Result{}, err
+	}
+	if requester.Erased {
+		return req, Result{}, personal.ErrSubjectErased
 	}
 	orgID := target.OrgID
 	if target.NewOrganisation {
@@ -190,6 +207,24 @@ func (o *Organisations) ApprovePromotion(ctx context.Context, requestID, by int6
 	return execute(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion, func(r aggregates.PromotionRequest) ([]events.Event, error) {
 		return aggregates.DecideApprovePromotion(r, by, orgID, partnerID)
 	})
+}
+
+// deciding runs decide holding the request's decision lock (a PostgreSQL
+// advisory lock, so across replicas): an approval makes the organisation,
+// the partner record and the role before it records itself, and a
+// rejection or another approval of the same request must not come in
+// between and leave them behind.
+func (o *Organisations) deciding(ctx context.Context, requestID int64, decide func() error) error {
+	tx, err := o.d.DB.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
+		"promotion_decision:"+strconv.FormatInt(requestID, 10)); err != nil {
+		return err
+	}
+	return decide()
 }
 
 // partnerFor returns the requester's partner record in the organisation,
@@ -215,8 +250,12 @@ func (o *Organisations) partnerFor(ctx context.Context, req aggregates.Promotion
 }
 
 // RejectPromotion rejects a pending request.
-func (o *Organisations) RejectPromotion(ctx context.Context, requestID, by int64, reason *string) (aggregates.PromotionRequest, Result, error) {
-	return execute(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion, func(r aggregates.PromotionRequest) ([]events.Event, error) {
-		return aggregates.DecideRejectPromotion(r, by, reason)
+func (o *Organisations) RejectPromotion(ctx context.Context, requestID, by int64, reason *string) (req aggregates.PromotionRequest, res Result, err error) {
+	err = o.deciding(ctx, requestID, func() error {
+		req, res, err = execute(ctx, o.d, promotionStream(requestID), aggregates.EvolvePromotion, func(r aggregates.PromotionRequest) ([]events.Event, error) {
+			return aggregates.DecideRejectPromotion(r, by, reason)
+		})
+		return err
 	})
+	return req, res, err
 }
