@@ -286,3 +286,39 @@ func TestPrivacyValidation(t *testing.T) {
 	wantStatus(t, e.do(t, "GET", "/user/me/export", nil, ""), http.StatusUnauthorized)
 	wantStatus(t, e.do(t, "POST", "/admin/users/0/erase", nil, u.Access), http.StatusUnprocessableEntity)
 }
+
+// An erasure forgets the rate-limit records of the user's address, and
+// those only: another address that ends with it keeps its failures
+// counted.
+func TestErasureForgetsOnlyItsAddressesRateLimits(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	short := "b" + uniqueEmail()
+	long := "o" + short // ends with short
+	shortID, shortAccess, _ := e.signUpAs(t, short, "correct horse battery", "Short")
+	_, _, _ = e.signUpAs(t, long, "correct horse battery", "Long")
+	for _, address := range []string{short, long} {
+		wantStatus(t, e.do(t, "POST", "/user/login", map[string]any{"email": address, "password": "wrong password"}, ""), http.StatusUnauthorized)
+	}
+	records := func(address string) int {
+		t.Helper()
+		var n int
+		if err := e.pool.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM rate_windows WHERE bucket LIKE '%:' || $1 OR bucket LIKE '% ' || $1) +
+			(SELECT count(*) FROM rate_buckets WHERE bucket LIKE '%:' || $1 OR bucket LIKE '% ' || $1)`, address).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := records(long)
+	if before == 0 || records(short) == 0 {
+		t.Fatalf("the failed logins left no rate-limit records (%d and %d): the test proves nothing", records(short), before)
+	}
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "correct horse battery"}, shortAccess), http.StatusNoContent)
+	if n := records(short); n != 0 {
+		t.Errorf("user %d's address keeps %d rate-limit records after the erasure", shortID, n)
+	}
+	if n := records(long); n != before {
+		t.Errorf("the other address has %d rate-limit records after the erasure, %d before", n, before)
+	}
+}

@@ -66,6 +66,12 @@ func (x *Erasure) Erase(ctx context.Context, userID, actor int64) (Result, error
 	return res, err
 }
 
+// endsWithAddress matches the rate-limit buckets of the address $1: those
+// that end with it after a bucket's separator ("login-fail:<address>",
+// "login-ok:<client> <address>"), not another address that ends the same
+// way (erasing ob@example.com leaves bob@example.com's failures counted).
+const endsWithAddress = `right(bucket, length($1) + 1) IN (':' || $1, ' ' || $1)`
+
 // forget deletes what Lectern holds of the user outside the log, in one
 // transaction: the password, sessions (refresh tokens: every access token
 // of theirs is refused at once), codes and rate-limit buckets by e-mail,
@@ -91,8 +97,8 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 	if u.Email != "" && u.Email != personal.ErasedEmail(personal.UserSubject(u.ID)) {
 		statements = append(statements,
 			statement{`DELETE FROM email_codes WHERE email = $1`, []any{u.Email}},
-			statement{`DELETE FROM rate_windows WHERE strpos(bucket, $1) > 0`, []any{u.Email}},
-			statement{`DELETE FROM rate_buckets WHERE strpos(bucket, $1) > 0`, []any{u.Email}})
+			statement{`DELETE FROM rate_windows WHERE ` + endsWithAddress, []any{u.Email}},
+			statement{`DELETE FROM rate_buckets WHERE ` + endsWithAddress, []any{u.Email}})
 	}
 	return pgx.BeginFunc(ctx, x.d.DB, func(tx pgx.Tx) error {
 		for _, s := range statements {
