@@ -89,8 +89,12 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		{`UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL`, []any{u.ID}},
 		{`DELETE FROM idempotency_keys WHERE user_id = $1`, []any{u.ID}},
 		{`DELETE FROM unique_claims WHERE scope = $1 AND owner = $2`, []any{emailScope, stream}},
-		{`DELETE FROM knowledge_chunks WHERE knowledge_id IN (SELECT id FROM knowledge_documents WHERE user_id = $1)`, []any{u.ID}},
+		// The blobs before the chunks: indexing holds a document's blob
+		// until its chunks commit (indexer.index), so this waits for
+		// chunks being written, which the next statement then sees.
 		{`DELETE FROM document_blobs WHERE owner_id = $1`, []any{u.ID}},
+		{`DELETE FROM knowledge_chunks WHERE owner_id = $1
+			OR knowledge_id IN (SELECT id FROM knowledge_documents WHERE user_id = $1)`, []any{u.ID}},
 	}
 	// The address itself: readable until the key goes (a retry after that
 	// reads the placeholder, and the first attempt already deleted these).

@@ -16,6 +16,7 @@ import (
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/knowledge"
+	"lectern/personal"
 	"lectern/queries"
 )
 
@@ -118,7 +119,7 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	if err != nil {
 		return doc, 0, res, err
 	}
-	n, err := k.index(ctx, id, c.Content, nil)
+	n, err := k.index(ctx, id, c.OwnerID, &ref, c.Content, nil)
 	return doc, n, res, err
 }
 
@@ -166,7 +167,13 @@ func (k *Knowledge) RequestReindex(ctx context.Context, caller, knowledgeID int6
 // index rebuilds a document's chunks and vectors, reporting progress after
 // each batch; it returns the number of chunks. The old chunks give way to the
 // new in one transaction, so a search sees one index or the other.
-func (k indexer) index(ctx context.Context, id int64, content string, progress func(done, total int) error) (int, error) {
+//
+// The document's text is its owner's blob (nil: the text its upload event
+// held before blobs). The chunks are written only while the blob is there,
+// and it is held until they commit: an erasure deletes the owner's blobs
+// before their chunks, so it either waits for these chunks and deletes
+// them, or they are not written (personal.ErrSubjectErased).
+func (k indexer) index(ctx context.Context, id, owner int64, blob *blobs.Ref, content string, progress func(done, total int) error) (int, error) {
 	chunks := knowledge.Chunk(content, knowledge.ChunkSize, knowledge.ChunkOverlap)
 	vectors := make([][]float32, 0, len(chunks))
 	for start := 0; start < len(chunks); start += embedBatch {
@@ -189,6 +196,17 @@ func (k indexer) index(ctx context.Context, id int64, content string, progress f
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('knowledge_chunks'), $1::int)`, id%(1<<31)); err != nil {
 			return err
 		}
+		if blob != nil {
+			var held bool
+			err := tx.QueryRow(ctx, `SELECT true FROM document_blobs WHERE owner_id = $1 AND hash = $2 FOR SHARE`,
+				owner, blob.Hash).Scan(&held)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return personal.ErrSubjectErased
+			}
+			if err != nil {
+				return err
+			}
+		}
 		if _, err := tx.Exec(ctx, `DELETE FROM knowledge_chunks WHERE knowledge_id = $1`, id); err != nil {
 			return err
 		}
@@ -202,9 +220,9 @@ func (k indexer) index(ctx context.Context, id int64, content string, progress f
 		}
 		rows := make([][]any, len(chunks))
 		for i := range chunks {
-			rows[i] = []any{ids[i], id, i, chunks[i], vectors[i]}
+			rows[i] = []any{ids[i], id, owner, i, chunks[i], vectors[i]}
 		}
-		_, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_chunks"}, []string{"id", "knowledge_id", "ord", "text", "embedding"},
+		_, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_chunks"}, []string{"id", "knowledge_id", "owner_id", "ord", "text", "embedding"},
 			pgx.CopyFromRows(rows))
 		return err
 	})
@@ -328,7 +346,11 @@ func (k *KnowledgeJobs) reindex(ctx context.Context, jobID, knowledgeID int64) (
 	if err != nil {
 		return 0, err
 	}
-	return k.index(ctx, knowledgeID, text, func(done, total int) error {
+	var blob *blobs.Ref
+	if doc.Content == "" && doc.ContentHash != "" { // as text read it
+		blob = &blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize}
+	}
+	return k.index(ctx, knowledgeID, doc.OwnerID, blob, text, func(done, total int) error {
 		now := k.d.Now().UTC()
 		_, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET chunks_done = $2, chunks_total = $3, lease_until = $4
 			WHERE job_id = $1`, jobID, done, total, now.Add(k.lease))

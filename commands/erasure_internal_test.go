@@ -1,0 +1,129 @@
+package commands
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/aggregates"
+	"lectern/blobs"
+	"lectern/knowledge"
+	"lectern/personal"
+	"lectern/pgtest"
+	"lectern/poll"
+)
+
+// gatedEmbedder embeds offline once its gate opens, and says when it is
+// waiting there.
+type gatedEmbedder struct{ waiting, gate chan struct{} }
+
+func (g gatedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	g.waiting <- struct{}{}
+	<-g.gate
+	return knowledge.NewOffline().Embed(ctx, texts)
+}
+
+const indexedText = "The cell divides. Its halves part."
+
+// An erasure that comes while a document of the user is being embedded
+// leaves none of its chunks: the indexing finds the text's blob gone and
+// writes nothing.
+func TestErasureDuringEmbeddingLeavesNoChunks(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Fresh(t)
+	store := blobs.New(pool, nil)
+	ref, err := store.Put(ctx, 7, []byte(indexedText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gatedEmbedder{waiting: make(chan struct{}, 1), gate: make(chan struct{})}
+	ix := indexer{db: pool, embedder: g, blobs: store}
+	indexed := make(chan error, 1)
+	go func() {
+		_, err := ix.index(ctx, 70, 7, &ref, indexedText, nil)
+		indexed <- err
+	}()
+	<-g.waiting
+	if err := (&Erasure{d: Deps{DB: pool}}).forget(ctx, aggregates.User{ID: 7}); err != nil {
+		t.Fatal(err)
+	}
+	close(g.gate)
+	if err := <-indexed; !errors.Is(err, personal.ErrSubjectErased) {
+		t.Errorf("indexing after the erasure: %v, want %v", err, personal.ErrSubjectErased)
+	}
+	if n := ownerChunks(t, pool, 7); n != 0 {
+		t.Errorf("%d chunks of the erased user's document were written", n)
+	}
+}
+
+// An erasure that comes while a document's chunks are being written waits
+// for them, then deletes them.
+func TestErasureDuringChunkWritesDeletesThem(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Fresh(t)
+	store := blobs.New(pool, nil)
+	ref, err := store.Put(ctx, 7, []byte(indexedText))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An earlier index's chunk, locked here: the new index stops at it
+	// once it holds the blob, with its chunks not yet written.
+	if _, err := pool.Exec(ctx, `INSERT INTO knowledge_chunks (id, knowledge_id, owner_id, ord, text, embedding)
+		VALUES (nextval('knowledge_chunk_ids'), 70, 7, 0, 'old', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(ctx) }()
+	if _, err := hold.Exec(ctx, `SELECT 1 FROM knowledge_chunks WHERE knowledge_id = 70 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	ix := indexer{db: pool, embedder: knowledge.NewOffline(), blobs: store}
+	indexed := make(chan error, 1)
+	go func() {
+		_, err := ix.index(ctx, 70, 7, &ref, indexedText, nil)
+		indexed <- err
+	}()
+	waitingAt(t, pool, "DELETE FROM knowledge_chunks WHERE knowledge_id")
+	erased := make(chan error, 1)
+	go func() { erased <- (&Erasure{d: Deps{DB: pool}}).forget(ctx, aggregates.User{ID: 7}) }()
+	waitingAt(t, pool, "DELETE FROM document_blobs")
+	if err := hold.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-indexed; err != nil {
+		t.Fatalf("the indexing the erasure waited for: %v", err)
+	}
+	if err := <-erased; err != nil {
+		t.Fatal(err)
+	}
+	if n := ownerChunks(t, pool, 7); n != 0 {
+		t.Errorf("%d chunks of the erased user's document are left", n)
+	}
+}
+
+// waitingAt waits until a statement starting with prefix waits for a lock.
+func waitingAt(t *testing.T, pool *pgxpool.Pool, prefix string) {
+	t.Helper()
+	poll.Must(t, 10*time.Second, "a statement "+prefix+"... waiting for a lock", func() bool {
+		var n int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND starts_with(ltrim(query), $1)`, prefix).Scan(&n)
+		return err == nil && n > 0
+	})
+}
+
+// ownerChunks counts the chunks of owner's documents.
+func ownerChunks(t *testing.T, pool *pgxpool.Pool, owner int64) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM knowledge_chunks WHERE owner_id = $1`, owner).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
