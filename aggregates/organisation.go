@@ -45,14 +45,16 @@ var PartnerRoles = []string{RolePartner, RoleAssistant}
 
 // Partner is an instructor or assistant of one organisation.
 type Partner struct {
-	ID        int64
-	OrgID     int64
-	UserID    *int64
-	FullName  string
-	Email     string
-	Phone     *string
-	Role      string
-	IsActive  bool
+	ID       int64
+	OrgID    int64
+	UserID   *int64
+	FullName string
+	Email    string
+	Phone    *string
+	Role     string
+	IsActive bool
+	// Erased: the partner's personal data was erased (partner.erased).
+	Erased    bool
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Version   int64
@@ -63,9 +65,12 @@ func (p Partner) Exists() bool { return p.Version > 0 }
 
 // EvolvePartner applies one event.
 func EvolvePartner(p Partner, env events.Envelope) Partner {
-	if e, ok := env.Event.(events.PartnerCreated); ok {
+	switch e := env.Event.(type) {
+	case events.PartnerCreated:
 		p = Partner{ID: e.PartnerID, OrgID: e.OrgID, UserID: e.UserID, FullName: e.FullName, Email: e.Email,
 			Phone: e.Phone, Role: e.Role, IsActive: e.IsActive, CreatedAt: env.RecordedAt}
+	case events.PartnerErased:
+		p.Erased = true
 	}
 	p.UpdatedAt, p.Version = env.RecordedAt, env.Version
 	return p
@@ -96,4 +101,22 @@ func DecideCreatePartner(p Partner, c CreatePartner) ([]events.Event, error) {
 	}
 	return []events.Event{events.PartnerCreated{PartnerID: c.PartnerID, OrgID: c.OrgID, UserID: c.UserID,
 		FullName: strings.TrimSpace(c.FullName), Email: c.Email, Phone: c.Phone, Role: c.Role, IsActive: c.IsActive}}, nil
+}
+
+// DecideErasePartner erases a partner's personal data on an admin's behalf:
+// only a partner without a user account, whose data is a subject of its
+// own (a partner with one is erased with the user). Erasing an erased
+// partner records nothing.
+func DecideErasePartner(p Partner, actor int64) ([]events.Event, error) {
+	if !p.Exists() {
+		return nil, derrors.New(derrors.ErrNotFound, "Partner not found")
+	}
+	if p.UserID != nil {
+		return nil, derrors.New(derrors.ErrConflict,
+			"This partner has a user account (user %d): erase the user, which erases the partner record too", *p.UserID)
+	}
+	if p.Erased {
+		return nil, nil
+	}
+	return []events.Event{events.PartnerErased{PartnerID: p.ID, Actor: actor}}, nil
 }

@@ -40,6 +40,26 @@ func TestPartnerDecisions(t *testing.T) {
 	checkErr(t, err, derrors.ErrConflict)
 }
 
+func TestErasePartnerDecisions(t *testing.T) {
+	_, err := aggregates.DecideErasePartner(aggregates.Partner{}, 1)
+	checkErr(t, err, derrors.ErrNotFound)
+	uid := int64(3)
+	withAccount := given(aggregates.EvolvePartner, events.PartnerCreated{PartnerID: 6, OrgID: 4, UserID: &uid, FullName: "Grace", Role: "partner"})
+	_, err = aggregates.DecideErasePartner(withAccount, 1)
+	checkErr(t, err, derrors.ErrConflict)
+	contact := events.PartnerCreated{PartnerID: 7, OrgID: 4, FullName: "Ada", Email: "a@x.io", Role: "partner"}
+	got, err := aggregates.DecideErasePartner(given(aggregates.EvolvePartner, contact), 1)
+	checkErr(t, err, nil)
+	if diff := cmp.Diff([]events.Event{events.PartnerErased{PartnerID: 7, Actor: 1}}, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	got, err = aggregates.DecideErasePartner(given(aggregates.EvolvePartner, contact, got[0]), 1)
+	checkErr(t, err, nil)
+	if len(got) != 0 {
+		t.Errorf("erasing an erased partner recorded %v", got)
+	}
+}
+
 func TestPromotionDecisions(t *testing.T) {
 	requested := events.PromotionRequested{RequestID: 8, UserID: 3, Name: "Ada", Email: "a@x.io", OrgName: "R", TargetRole: "partner"}
 	cases := []struct {

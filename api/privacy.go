@@ -32,6 +32,9 @@ func (s *Server) privacyOperations() []operation {
 		{method: http.MethodPost, path: "/admin/users/{user_id}/erase", id: "erase_user", tag: "privacy", auth: true,
 			summary: "Erase a user's account and personal data (admin)", pathParams: userPath, status: 204,
 			errors: []int{401, 403, 404}, handle: s.eraseUser},
+		{method: http.MethodPost, path: "/admin/partners/{partner_id}/erase", id: "erase_partner", tag: "privacy", auth: true,
+			summary: "Erase the personal data of a partner without a user account (admin)", pathParams: partnerPath, status: 204,
+			errors: []int{401, 403, 404, 409}, handle: s.erasePartner},
 	}
 }
 
@@ -81,6 +84,23 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request, in input) err
 	}
 	id, _ := in.path.Int("user_id")
 	return s.erase(w, r, id, in.user.UserID)
+}
+
+func (s *Server) erasePartner(w http.ResponseWriter, r *http.Request, in input) error {
+	if err := requireAdmin(in.user); err != nil {
+		return err
+	}
+	if s.deps.Commands.Erasure == nil {
+		return errors.New("erasure needs a data key (LECTERN_DATA_KEY)")
+	}
+	id, _ := in.path.Int("partner_id")
+	res, err := s.deps.Commands.Erasure.ErasePartner(r.Context(), id, in.user.UserID)
+	if err != nil {
+		return err
+	}
+	s.settle(w, r, res, projections.PartnersProjection)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
 }
 
 func (s *Server) erase(w http.ResponseWriter, r *http.Request, userID, actor int64) error {

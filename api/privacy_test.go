@@ -322,3 +322,54 @@ func TestErasureForgetsOnlyItsAddressesRateLimits(t *testing.T) {
 		t.Errorf("the other address has %d rate-limit records after the erasure, %d before", n, before)
 	}
 }
+
+// An admin erases a partner record made without a user account (a person
+// the school named: a subject of its own): its name, e-mail and phone are
+// in no table, event, export or admin read afterwards. Only admins may; a
+// partner with an account goes with its user's erasure (409).
+func TestAdminErasesAPartnerWithoutAccount(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	s := openSchool(t, e)
+	marker := "PRT" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	res := e.do(t, "POST", fmt.Sprintf("/partner/partners?org_id=%d", s.org), map[string]any{
+		"org_id": s.org, "full_name": "Pat " + marker, "email": strings.ToLower(marker) + "@example.com", "phone": "+44 " + marker,
+	}, s.admin.Access)
+	wantStatus(t, res, http.StatusCreated)
+	partnerID := num(t, res, "id")
+	path := fmt.Sprintf("/admin/partners/%d/erase", partnerID)
+	if hits := markerHits(t, e, marker); len(hits) == 0 {
+		t.Fatal("the marker is in no table before the erasure: the search finds nothing")
+	}
+	if stored, opened := eventHits(t, e, marker); stored != 0 || opened == 0 {
+		t.Fatalf("before the erasure, %d events hold the marker as stored (want 0: sealed) and %d as read (want some)", stored, opened)
+	}
+
+	wantStatus(t, e.do(t, "POST", path, nil, ""), http.StatusUnauthorized)
+	wantStatus(t, e.do(t, "POST", path, nil, e.signUp(t).Access), http.StatusForbidden)
+	wantDetail(t, e.do(t, "POST", "/admin/partners/999999999/erase", nil, admin.Access), http.StatusNotFound, "Partner not found")
+	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/partners/%d/erase", s.partner), nil, admin.Access), http.StatusConflict)
+
+	wantStatus(t, e.do(t, "POST", path, nil, admin.Access), http.StatusNoContent)
+	wantStatus(t, e.do(t, "POST", path, nil, admin.Access), http.StatusNoContent) // again: nothing new
+	if hits := markerHits(t, e, marker); len(hits) != 0 {
+		t.Errorf("after the erasure the marker is still in %v", hits)
+	}
+	if stored, opened := eventHits(t, e, marker); stored != 0 || opened != 0 {
+		t.Errorf("after the erasure %d events hold the marker as stored, %d as read", stored, opened)
+	}
+	if n := exportHits(t, e, marker); n != 0 {
+		t.Errorf("the exports hold the marker %d times", n)
+	}
+	if n := adminEventHits(t, e, admin, marker); n != 0 {
+		t.Errorf("GET /admin/events holds the marker %d times", n)
+	}
+	evs := e.streamEvents(t, fmt.Sprintf("partner-%d", partnerID))
+	if types := eventTypes(evs); strings.Join(types, ",") != "partner.created,partner.erased" {
+		t.Errorf("the partner's stream: %v, want partner.created then one partner.erased", types)
+	}
+	if p := payload(t, evs[len(evs)-1]); p["actor"] != jsonNum(admin.ID) {
+		t.Errorf("partner.erased %v: want the admin as actor", p)
+	}
+}

@@ -66,6 +66,28 @@ func (x *Erasure) Erase(ctx context.Context, userID, actor int64) (Result, error
 	return res, err
 }
 
+// ErasePartner erases the personal data of a partner without a user
+// account (name, e-mail, phone: a subject of its own) on an admin's behalf:
+// its key is deleted, then partner.erased records it. Like Erase, each step
+// can run again, and erasing an erased partner records nothing new.
+func (x *Erasure) ErasePartner(ctx context.Context, partnerID, actor int64) (Result, error) {
+	stream := partnerStream(partnerID)
+	p, _, _, err := load(ctx, x.d, stream, aggregates.EvolvePartner)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, err := aggregates.DecideErasePartner(p, actor); err != nil {
+		return Result{}, err
+	}
+	if err := x.keys.Erase(ctx, personal.PartnerSubject(partnerID)); err != nil {
+		return Result{}, err
+	}
+	_, res, err := execute(ctx, x.d, stream, aggregates.EvolvePartner, func(p aggregates.Partner) ([]events.Event, error) {
+		return aggregates.DecideErasePartner(p, actor)
+	})
+	return res, err
+}
+
 // endsWithAddress matches the rate-limit buckets of the address $1: those
 // that end with it after a bucket's separator ("login-fail:<address>",
 // "login-ok:<client> <address>"), not another address that ends the same

@@ -74,6 +74,11 @@ type erasedUser struct {
 	UserID int64 `json:"user_id"`
 }
 
+// erasedPartner is the data of a partner.erased message.
+type erasedPartner struct {
+	PartnerID int64 `json:"partner_id"`
+}
+
 // redact leaves out what must not leave the service: an invite code admits
 // whoever holds it to its class, so downstream systems get its id only; and
 // a partner's contact details are personal data, which a broker keeps for
@@ -83,6 +88,8 @@ func redact(e events.Event) any {
 	switch e := e.(type) {
 	case events.UserErased:
 		return erasedUser{UserID: e.UserID}
+	case events.PartnerErased:
+		return erasedPartner{PartnerID: e.PartnerID}
 	case events.PartnerCreated:
 		e.FullName, e.Email, e.Phone = Redacted, Redacted, nil
 		return e

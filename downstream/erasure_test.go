@@ -52,3 +52,30 @@ func TestErasureIsPublished(t *testing.T) {
 		t.Fatalf("data %v, want %v", raw.Data, want)
 	}
 }
+
+// A partner without an account erased is published after its creation;
+// the data names the partner alone.
+func TestPartnerErasureIsPublished(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	h := start(t, pool, service.Config{DataKey: key})
+	sub := sqlSubscriber(t, pool, "partner-erasure")
+	_, admin := h.user("admin@example.com")
+	org := id(h.do(http.MethodPost, "/admin/organizations", admin, `{"name":"Riverside School"}`, http.StatusCreated))
+	partner := id(h.do(http.MethodPost, fmt.Sprintf("/partner/partners?org_id=%d", org), admin,
+		fmt.Sprintf(`{"org_id":%d,"full_name":"Contact","email":"contact@example.com","phone":"+44 1"}`, org), http.StatusCreated))
+	h.do(http.MethodPost, fmt.Sprintf("/admin/partners/%d/erase", partner), admin, "", http.StatusNoContent)
+
+	got := receive(t, sub, 2, 15*time.Second)
+	if got[0].CE.Type() != "lectern.partner.created" || got[1].CE.Type() != "lectern.partner.erased" {
+		t.Fatalf("messages %s, %s; want the partner's creation, then its erasure", got[0].CE.Type(), got[1].CE.Type())
+	}
+	var raw struct{ Data map[string]any }
+	if err := json.Unmarshal(got[1].Payload, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"partner_id": float64(partner)}; !reflect.DeepEqual(raw.Data, want) {
+		t.Fatalf("data %v, want %v", raw.Data, want)
+	}
+}

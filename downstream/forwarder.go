@@ -119,7 +119,7 @@ func (f *Forwarder) Projection() projections.Projection {
 		on[events.ClassCreated](f), on[events.ClassUpdated](f), on[events.ClassStatusChanged](f),
 		on[events.InviteCodeIssued](f), on[events.InviteCodeUsed](f), on[events.InviteCodeRevoked](f),
 		on[events.EnrollmentCreated](f), on[events.EnrollmentDropped](f),
-		on[events.PartnerCreated](f),
+		on[events.PartnerCreated](f), on[events.PartnerErased](f),
 		on[events.UserErased](f),
 	}}
 }

@@ -12,6 +12,7 @@ const (
 func registerOrganisations(r *Registry) {
 	register[OrganisationCreated](r)
 	register[PartnerCreated](r)
+	register[PartnerErased](r)
 	register[PromotionRequested](r)
 	register[PromotionApproved](r)
 	register[PromotionRejected](r)
@@ -35,6 +36,14 @@ type PartnerCreated struct {
 	Phone     *string `json:"phone"`
 	Role      string  `json:"role"`
 	IsActive  bool    `json:"is_active"`
+}
+
+// PartnerErased: an admin erased the personal data of a partner without a
+// user account (its own subject; a partner with an account goes with the
+// user's erasure). No personal data.
+type PartnerErased struct {
+	PartnerID int64 `json:"partner_id"`
+	Actor     int64 `json:"actor"`
 }
 
 // PromotionRequested: a user asked for the partner (or assistant) role.
@@ -73,6 +82,9 @@ func (OrganisationCreated) EventType() string { return "org.created" }
 func (PartnerCreated) EventType() string { return "partner.created" }
 
 // EventType implements Event.
+func (PartnerErased) EventType() string { return "partner.erased" }
+
+// EventType implements Event.
 func (PromotionRequested) EventType() string { return "promotion.requested" }
 
 // EventType implements Event.
@@ -88,6 +100,9 @@ func (OrganisationCreated) SchemaVersion() int { return 1 }
 func (PartnerCreated) SchemaVersion() int { return 1 }
 
 // SchemaVersion implements Event.
+func (PartnerErased) SchemaVersion() int { return 1 }
+
+// SchemaVersion implements Event.
 func (PromotionRequested) SchemaVersion() int { return 1 }
 
 // SchemaVersion implements Event.
@@ -99,6 +114,7 @@ func (PromotionRejected) SchemaVersion() int { return 1 }
 var (
 	_ Event = OrganisationCreated{}
 	_ Event = PartnerCreated{}
+	_ Event = PartnerErased{}
 	_ Event = PromotionRequested{}
 	_ Event = PromotionApproved{}
 	_ Event = PromotionRejected{}

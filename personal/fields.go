@@ -25,6 +25,10 @@ func ErasedEmail(subject string) string { return "erased-" + subject + "@erased.
 // UserSubject is the subject of a user's personal data.
 func UserSubject(userID int64) string { return "user-" + strconv.FormatInt(userID, 10) }
 
+// PartnerSubject is the subject of the personal data of a partner without
+// a user account.
+func PartnerSubject(partnerID int64) string { return "partner-" + strconv.FormatInt(partnerID, 10) }
+
 // placeholder kinds of a field.
 type kind byte
 

@@ -45,6 +45,15 @@ func OrganisationProjections() []Projection {
 					e.PartnerID, e.OrgID, e.UserID, e.FullName, e.Email, e.Phone, e.Role, e.IsActive, m.RecordedAt, m.Version)
 				return err
 			}),
+			// The partner's record as partner.created reads at its
+			// placeholders.
+			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.PartnerErased) error {
+				_, err := tx.Exec(ctx, `
+					UPDATE partners SET full_name = $2, email = $3, phone = NULL, updated_at = $4, version = $5
+					WHERE id = $1 AND version < $5`,
+					e.PartnerID, personal.ErasedText, personal.ErasedEmail(personal.PartnerSubject(e.PartnerID)), m.RecordedAt, m.Version)
+				return err
+			}),
 			On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.PromotionRequested) error {
 				_, err := tx.Exec(ctx, `
 					INSERT INTO promotion_requests (id, user_id, name, email, org_name, target_role, edu_category, status, requested_at, updated_at, version)
