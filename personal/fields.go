@@ -85,7 +85,7 @@ var rules = map[string]rule{
 	"session.started":             {byUser, parseFields("title:n", "settings.style_params:o", "settings.agent_snapshot:n")},
 	"session.turn_recorded":       {nil, parseFields("prompt_text:s", "messages:a", "results[].response_text:s")},
 	"session.settings_updated":    {nil, parseFields("settings.style_params:o", "settings.agent_snapshot:n")},
-	"knowledge.document_uploaded": {byUser, parseFields("title:s")},
+	"knowledge.document_uploaded": {byUser, parseFields("title:s", "content:s")}, // content: version 1's inline text
 }
 
 // Holds reports whether events of eventType hold personal data.

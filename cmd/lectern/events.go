@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,7 +95,7 @@ func eventsCmd() *cobra.Command {
 	fl.StringVar(&after, "after", "", "only events after this position (the last exported line's): an incremental export")
 	fl.StringVarP(&output, "output", "o", "", "write to this file instead of standard output")
 	fl.StringVar(&format, "format", "lines", "lines (Lectern's NDJSON), or cloudevents (one CloudEvent 1.0, structured JSON, a line)")
-	events.AddCommand(export, copyCmd())
+	events.AddCommand(export, copyCmd(), sealCmd())
 	return events
 }
 
@@ -213,6 +214,62 @@ func copyCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&to, "to", "", "EventStoreDB connection string (default: EVENTSTORE_URL)")
 	return cmd
+}
+
+// sealCmd is `lectern events seal`: the personal fields of a PostgreSQL
+// log's events appended before sealing, sealed in place.
+func sealCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "seal",
+		Short: "Seal the personal fields of events appended before Lectern sealed them (PostgreSQL log)",
+		Long: "Seal, in place, the personal fields of the events of the PostgreSQL log (DATABASE_URL) that were\n" +
+			"appended in clear, before Lectern sealed them, as appending them now would (docs/privacy.md). The\n" +
+			"values of a user erased since are sealed under a key that is forgotten at once, so that they read\n" +
+			"as placeholders like the user's other events. Events keep their ids and positions; sealed events\n" +
+			"are left alone, so a second run changes nothing. Lectern may run meanwhile. EventStoreDB's events\n" +
+			"cannot be rewritten: seal the PostgreSQL log before `lectern events copy`.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if useESDB, err := service.UsesEventStoreDB(os.Getenv("EVENTSTORE_URL")); err != nil || useESDB {
+				if err == nil {
+					err = errors.New("EVENTSTORE_URL is set: EventStoreDB's events cannot be rewritten; seal the PostgreSQL log (unset EVENTSTORE_URL) before copying it")
+				}
+				return err
+			}
+			e, err := readEnv(false)
+			var key, previous []byte
+			if err == nil {
+				key, previous, err = e.dataKeys()
+			}
+			if err == nil && key == nil {
+				err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: sealing needs the data key")
+			}
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			pool, err := connectEnv(ctx)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			keys, err := personal.NewRotatingKeys(pool, key, previous)
+			if err != nil {
+				return err
+			}
+			sealer := personal.NewSealer(keys)
+			store := postgres.New(pool, nil)
+			defer store.Close()
+			read, sealed, err := store.Rewrite(ctx, func(ev eventstore.RecordedEvent) (json.RawMessage, bool, error) {
+				return sealer.SealStored(ctx, ev.Type, ev.Data, ev.Metadata.UserID)
+			})
+			if err != nil {
+				return fmt.Errorf("sealing stopped after %d events read (%d sealed): %w", read, sealed, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "sealed %d of %d events\n", sealed, read)
+			return nil
+		},
+	}
 }
 
 func parseTimeFlag(name, value string) (time.Time, error) {
