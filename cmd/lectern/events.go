@@ -107,16 +107,9 @@ func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error)
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := readEnv(false)
-	var key, previous []byte
-	if err == nil {
-		key, previous, err = e.dataKeys()
-	}
-	if err != nil || key == nil {
+	key, previous, err := requireDataKeys("the export opens personal fields with it")
+	if err != nil {
 		closeStore()
-		if err == nil {
-			err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: the export opens personal fields with it")
-		}
 		return nil, nil, err
 	}
 	pool, err := connectEnv(ctx)
@@ -131,6 +124,20 @@ func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error)
 		return nil, nil, err
 	}
 	return personal.NewStore(store, personal.NewSealer(keys)), func() { closeStore(); pool.Close() }, nil
+}
+
+// requireDataKeys reads the master key of personal data (and the previous
+// one, during a rotation) from the environment: an error, saying why, when
+// none is set.
+func requireDataKeys(why string) (key, previous []byte, err error) {
+	e, err := readEnv(false)
+	if err == nil {
+		key, previous, err = e.dataKeys()
+	}
+	if err == nil && key == nil {
+		err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: " + why)
+	}
+	return key, previous, err
 }
 
 // openEventStore opens the event store the service runs on: EventStoreDB
@@ -236,14 +243,7 @@ func sealCmd() *cobra.Command {
 				}
 				return err
 			}
-			e, err := readEnv(false)
-			var key, previous []byte
-			if err == nil {
-				key, previous, err = e.dataKeys()
-			}
-			if err == nil && key == nil {
-				err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: sealing needs the data key")
-			}
+			key, previous, err := requireDataKeys("sealing needs it")
 			if err != nil {
 				return err
 			}
