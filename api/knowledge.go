@@ -257,7 +257,9 @@ func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument, limi
 		if !utf8.Valid(data) {
 			return validation.Errors{validation.ValueError(fileLoc, fh.Filename, "the file is not UTF-8 text")}
 		}
-		c.Content = string(data)
+		// A byte order mark, which some editors write, says how the file is
+		// encoded; it is no part of the text (a file of a mark alone is blank).
+		c.Content = string(bytes.TrimPrefix(data, []byte("\uFEFF")))
 	case typePDF:
 		text, err := knowledge.PDFText(r.Context(), data, limits)
 		if errors.Is(err, knowledge.ErrTooLarge) || r.Context().Err() != nil {
@@ -275,6 +277,9 @@ func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument, limi
 	c.Title = fh.Filename
 	if titles := r.MultipartForm.Value["title"]; len(titles) > 0 && strings.TrimSpace(titles[0]) != "" {
 		c.Title = strings.TrimSpace(titles[0])
+	}
+	if !utf8.ValidString(c.Title) { // the form's title or the file's name, which a JSON body could not send
+		return validation.Errors{validation.UnicodeError([]any{"body", "title"}, c.Title)}
 	}
 	if utf8.RuneCountInString(c.Title) > maxName {
 		return validation.Errors{{Type: "string_too_long", Loc: []any{"body", "title"},

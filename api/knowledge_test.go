@@ -157,6 +157,16 @@ func TestUploadFiles(t *testing.T) {
 	}
 	res = e.uploadFile(t, u.Access, "broken.pdf", "application/pdf", []byte("%PDF-1.4 nothing"), "")
 	wantStatus(t, res, http.StatusUnprocessableEntity)
+
+	// A title that is not UTF-8 is refused, as in a JSON body, not mended.
+	res = e.uploadFile(t, u.Access, "notes.txt", "text/plain", []byte("The moon pulls."), "ab\xffcd")
+	wantBody(t, res, http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"string_unicode","loc":["body","title"],"msg":"Input should be a valid string, unable to parse raw data as a unicode string","input":"ab`+"\ufffd"+`cd"}]}`)
+	// A byte order mark is no text: a file of one alone is blank.
+	res = e.uploadFile(t, u.Access, "bom.txt", "text/plain", []byte("\xef\xbb\xbf"), "")
+	wantStatus(t, res, http.StatusUnprocessableEntity)
+	res = e.uploadFile(t, u.Access, "bom.txt", "text/plain", []byte("\xef\xbb\xbfThe moon pulls the tides."), "")
+	wantStatus(t, res, http.StatusCreated)
 }
 
 func TestKnowledgeSearchSettings(t *testing.T) {

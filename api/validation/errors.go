@@ -173,6 +173,12 @@ var messages = map[string]string{
 }
 
 // newError builds an error of a context-free type.
+// UnicodeError is pydantic's string_unicode: s is not UTF-8 (its input is
+// shown with each bad byte replaced).
+func UnicodeError(loc []any, s string) ErrorItem {
+	return newError("string_unicode", loc, strings.ToValidUTF8(s, "\ufffd"))
+}
+
 func newError(typ string, loc []any, input any) ErrorItem {
 	msg, ok := messages[typ]
 	if !ok {

@@ -217,7 +217,7 @@ func validateString(f *Field, loc []any, in any) (any, *ErrorItem) {
 	// refuses text that is not UTF-8, so it is refused here, as pydantic
 	// refuses bytes it cannot decode.
 	if !utf8.ValidString(s) {
-		return nil, errorPtr(newError("string_unicode", loc, strings.ToValidUTF8(s, "\ufffd")))
+		return nil, errorPtr(UnicodeError(loc, s))
 	}
 	// PostgreSQL text cannot hold U+0000: refuse it at the edge, where it is
 	// a clear 422, rather than let a read model fail on it later.
