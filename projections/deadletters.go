@@ -106,6 +106,9 @@ func ListDeadLetters(ctx context.Context, db *pgxpool.Pool, all bool) ([]DeadLet
 	})
 }
 
+// ErrErasureNotSkipped: an erasure cannot be passed over (see erasure).
+var ErrErasureNotSkipped = errors.New("an erasure cannot be passed over, or the read model would keep the person's data: fix what makes it fail, then retry it")
+
 // ErrNotStopped: the dead letter does not exist or no projection is stopped on it.
 var ErrNotStopped = errors.New("no projection is stopped on that event")
 
@@ -119,6 +122,17 @@ func ResolveDeadLetter(ctx context.Context, db *pgxpool.Pool, projection, eventI
 	}
 	if actor == "" {
 		return errors.New("dead letter: who resolves it must be named")
+	}
+	if action == DeadLetterSkip {
+		var typ string
+		err := db.QueryRow(ctx, `SELECT event_type FROM projection_dead_letters WHERE projection = $1 AND event_id::text = $2`,
+			projection, eventID).Scan(&typ)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if erasure(typ) {
+			return fmt.Errorf("%s %s is a %s: %w", projection, eventID, typ, ErrErasureNotSkipped)
+		}
 	}
 	tag, err := db.Exec(ctx, `UPDATE projection_dead_letters SET status = $3, resolved_by = $4, updated_at = now()
 		WHERE projection = $1 AND event_id::text = $2 AND status IN ('stopped', 'retry', 'skip')`, projection, eventID, action, actor)

@@ -2,15 +2,19 @@ package projections_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/events"
+	"lectern/eventstore"
+	"lectern/eventstore/postgres"
 	"lectern/poll"
 	"lectern/projections"
 )
@@ -172,4 +176,48 @@ func stalledStatus(r *projections.Runner, name string) (projections.Status, bool
 		}
 	}
 	return projections.Status{}, false
+}
+
+// An erasure that fails is never passed over, whatever the projection's
+// policy, and an operator cannot skip it: the read model would keep the
+// person's data. Once fixed, a retry applies it.
+func TestAnErasureIsNeverPassedOver(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	var broken atomic.Bool
+	broken.Store(true)
+	p := failing("eraser", &broken, projections.SkipPoison)
+	p.Handlers = append(p.Handlers, projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.UserErased) error {
+		if broken.Load() {
+			return errors.New("cannot anonymise")
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM seen WHERE agent_id = $1`, e.UserID)
+		return err
+	}))
+	l, r := start(t, pool, 2, p)
+	appendAgent(t, pool, 7, "fine")
+	data, _ := json.Marshal(events.UserErased{UserID: 7, Actor: 7})
+	if _, err := postgres.New(pool, nil).Append(context.Background(), "user-7", eventstore.Any,
+		[]eventstore.EventData{{ID: uuid.New(), Type: "user.erased", SchemaVersion: 1, Data: data, RecordedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	after := appendAgent(t, pool, 8, "fine")
+	awaitStall(t, r, "eraser")
+	d := deadLetter(t, pool, "eraser")
+	if d.Status != projections.DeadLetterStopped || d.EventType != "user.erased" {
+		t.Fatalf("dead letter %+v: want the erasure, stopped (not skipped)", d)
+	}
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "eraser", d.EventID, projections.DeadLetterSkip, "test"); !errors.Is(err, projections.ErrErasureNotSkipped) {
+		t.Errorf("an operator's skip of the erasure: %v, want ErrErasureNotSkipped", err)
+	}
+	broken.Store(false)
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "eraser", d.EventID, projections.DeadLetterRetry, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, l, after, "eraser")
+	if ids := seenIDs(t, pool); len(ids) != 1 || ids[0] != 8 {
+		t.Errorf("rows %v after the erasure applied, want [8]", ids)
+	}
+	if n := skippedOf(r, "eraser"); n != 0 {
+		t.Errorf("skipped %d, want 0", n)
+	}
 }

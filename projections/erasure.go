@@ -39,6 +39,14 @@ func crossStream(typ string) bool { return typ == userErased }
 
 var userErased = events.UserErased{}.EventType()
 
+// erasure reports whether events of type typ erase a person's data: such an
+// event is never passed over (SkipPoison, an operator's skip), since a read
+// model that skipped it would keep the data. It stops its projection until
+// it applies.
+func erasure(typ string) bool { return typ == userErased || typ == partnerErased }
+
+var partnerErased = events.PartnerErased{}.EventType()
+
 // erasedIDs are the erased users of a set of user.erased events.
 func erasedIDs(es []events.UserErased) []int64 {
 	ids := make([]int64, len(es))

@@ -537,7 +537,7 @@ func (r *Runner) poisoned(ctx context.Context, tx pgx.Tx, name string, policy Po
 	if err != nil {
 		return false, err
 	}
-	if policy == SkipPoison || status == DeadLetterSkip {
+	if (policy == SkipPoison || status == DeadLetterSkip) && !erasure(msg.Metadata.Get(postgres.MetaEventType)) {
 		if err := recordDeadLetter(ctx, tx, name, msg, herr, attempts, DeadLetterSkipped); err != nil {
 			return false, err
 		}
