@@ -354,3 +354,29 @@ func TestApprovingAnErasedUsersRequest(t *testing.T) {
 		t.Errorf("approving an erased user's request made an organisation named %q", "[erased]")
 	}
 }
+
+// A decision under way on a request makes another one 409; a claim left by
+// a process that stopped mid-decision is taken over once its lease is out.
+func TestPromotionDecisionClaim(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	u := e.signUp(t)
+	res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "C", "email": u.Email, "org_name": "Claimed " + uniqueEmail()}, u.Access)
+	wantStatus(t, res, http.StatusCreated)
+	id := num(t, res, "request_id")
+	path := fmt.Sprintf("/admin/partner-promotion-requests/%d/reject", id)
+	claimAged := func(age string) {
+		t.Helper()
+		if _, err := e.pool.Exec(context.Background(), `INSERT INTO unique_claims (scope, key, owner, claimed_at)
+			VALUES ('promotion_decision', $1, 'another process', now() - $2::interval)
+			ON CONFLICT (scope, key) DO UPDATE SET claimed_at = EXCLUDED.claimed_at`, fmt.Sprint(id), age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claimAged("1 second")
+	wantDetail(t, e.do(t, "POST", path, map[string]any{}, admin.Access), http.StatusConflict,
+		"Another decision on this promotion request is under way")
+	claimAged("2 minutes")
+	wantStatus(t, e.do(t, "POST", path, map[string]any{}, admin.Access), http.StatusOK)
+}

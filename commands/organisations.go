@@ -5,8 +5,11 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"lectern/aggregates"
 	"lectern/derrors"
@@ -19,6 +22,7 @@ import (
 const (
 	orgNameScope     = "org_name"
 	partnerUserScope = "partner_user_org"
+	decisionScope    = "promotion_decision"
 )
 
 // Organisations is the organisations, partners and promotion requests use cases.
@@ -209,23 +213,38 @@ func (o *Organisations) approve(ctx context.Context, requestID, by int64, target
 	})
 }
 
-// deciding runs decide holding the request's decision lock (a PostgreSQL
-// advisory lock, so across replicas): an approval makes the organisation,
-// the partner record and the role before it records itself, and a
-// rejection or another approval of the same request must not come in
-// between and leave them behind.
+// deciding runs decide while the request is claimed for a decision (a row
+// of unique_claims, so across replicas, and no connection held while decide
+// runs): an approval makes the organisation, the partner record and the
+// role before it records itself, and a rejection or another approval of the
+// same request must not come in between and leave them behind. A decision
+// made while another is under way is a 409. A claim that outlives
+// decisionLease was left by a process that stopped mid-decision: the next
+// decision takes it over.
 func (o *Organisations) deciding(ctx context.Context, requestID int64, decide func() error) error {
-	tx, err := o.d.DB.Begin(ctx)
+	key, owner := strconv.FormatInt(requestID, 10), uuid.NewString()
+	ok, err := claim(ctx, o.d, decisionScope, key, owner)
+	if err == nil && !ok {
+		var tag pgconn.CommandTag
+		tag, err = o.d.DB.Exec(ctx, `DELETE FROM unique_claims WHERE scope = $1 AND key = $2
+			AND claimed_at < now() - make_interval(secs => $3)`, decisionScope, key, decisionLease.Seconds())
+		if err == nil && tag.RowsAffected() == 1 {
+			ok, err = claim(ctx, o.d, decisionScope, key, owner)
+		}
+	}
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
-		"promotion_decision:"+strconv.FormatInt(requestID, 10)); err != nil {
-		return err
+	if !ok {
+		return derrors.New(derrors.ErrConflict, "Another decision on this promotion request is under way")
 	}
+	defer release(ctx, o.d, decisionScope, key, owner)
 	return decide()
 }
+
+// decisionLease bounds how long a decision's claim on its request holds
+// against the next (see deciding); a decision takes well under a second.
+const decisionLease = time.Minute
 
 // partnerFor returns the requester's partner record in the organisation,
 // creating it when there is none.
