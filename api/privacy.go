@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"lectern/api/validation"
+	"lectern/commands"
 	"lectern/derrors"
 	"lectern/projections"
 	"lectern/queries"
@@ -90,28 +91,29 @@ func (s *Server) erasePartner(w http.ResponseWriter, r *http.Request, in input) 
 	if err := requireAdmin(in.user); err != nil {
 		return err
 	}
-	if s.deps.Commands.Erasure == nil {
-		return errors.New("erasure needs a data key (LECTERN_DATA_KEY)")
-	}
 	id, _ := in.path.Int("partner_id")
-	res, err := s.deps.Commands.Erasure.ErasePartner(r.Context(), id, in.user.UserID)
-	if err != nil {
-		return err
-	}
-	s.settle(w, r, res, projections.PartnersProjection)
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return s.erasing(w, r, func(x *commands.Erasure) (commands.Result, error) {
+		return x.ErasePartner(r.Context(), id, in.user.UserID)
+	}, projections.PartnersProjection)
 }
 
 func (s *Server) erase(w http.ResponseWriter, r *http.Request, userID, actor int64) error {
+	return s.erasing(w, r, func(x *commands.Erasure) (commands.Result, error) {
+		return x.Erase(r.Context(), userID, actor)
+	}, erasedReadModels...)
+}
+
+// erasing runs an erasure and answers 204 once the read models that
+// anonymise on it have applied it.
+func (s *Server) erasing(w http.ResponseWriter, r *http.Request, erase func(*commands.Erasure) (commands.Result, error), readModels ...string) error {
 	if s.deps.Commands.Erasure == nil {
 		return errors.New("erasure needs a data key (LECTERN_DATA_KEY)")
 	}
-	res, err := s.deps.Commands.Erasure.Erase(r.Context(), userID, actor)
+	res, err := erase(s.deps.Commands.Erasure)
 	if err != nil {
 		return err
 	}
-	s.settle(w, r, res, erasedReadModels...)
+	s.settle(w, r, res, readModels...)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

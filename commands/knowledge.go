@@ -324,14 +324,24 @@ func (k *Knowledge) DocumentText(ctx context.Context, caller, knowledgeID int64)
 // text is a document's text: its blob, or the text its upload event held
 // before blobs.
 func (k indexer) text(ctx context.Context, doc aggregates.KnowledgeDocument) (string, error) {
-	if doc.Content != "" || doc.ContentHash == "" {
+	ref := blobOf(doc)
+	if ref == nil {
 		return doc.Content, nil
 	}
-	content, err := k.blobs.Get(ctx, doc.OwnerID, blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize})
+	content, err := k.blobs.Get(ctx, doc.OwnerID, *ref)
 	if err != nil {
 		return "", fmt.Errorf("the text of knowledge document %d: %w", doc.ID, err)
 	}
 	return string(content), nil
+}
+
+// blobOf is the address of a document's text, its owner's blob; nil for a
+// document whose upload event held the text, before blobs.
+func blobOf(doc aggregates.KnowledgeDocument) *blobs.Ref {
+	if doc.Content != "" || doc.ContentHash == "" {
+		return nil
+	}
+	return &blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize}
 }
 
 func (k *KnowledgeJobs) reindex(ctx context.Context, jobID, knowledgeID int64) (int, error) {
@@ -346,11 +356,7 @@ func (k *KnowledgeJobs) reindex(ctx context.Context, jobID, knowledgeID int64) (
 	if err != nil {
 		return 0, err
 	}
-	var blob *blobs.Ref
-	if doc.Content == "" && doc.ContentHash != "" { // as text read it
-		blob = &blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize}
-	}
-	return k.index(ctx, knowledgeID, doc.OwnerID, blob, text, func(done, total int) error {
+	return k.index(ctx, knowledgeID, doc.OwnerID, blobOf(doc), text, func(done, total int) error {
 		now := k.d.Now().UTC()
 		_, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET chunks_done = $2, chunks_total = $3, lease_until = $4
 			WHERE job_id = $1`, jobID, done, total, now.Add(k.lease))

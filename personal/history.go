@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/cipher"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -66,8 +65,8 @@ func sameInClear(a, b []byte) bool {
 type forgotten struct{}
 
 func (forgotten) Key(context.Context, string, bool) (cipher.AEAD, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
+	key, err := randomKey()
+	if err != nil {
 		return nil, err
 	}
 	defer clear(key) // the cipher keeps its own schedule

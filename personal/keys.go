@@ -255,10 +255,17 @@ func (k *Keys) load(ctx context.Context, subject string) ([]byte, error) {
 	return wrapped, err
 }
 
+// randomKey is a new subject key: 32 random bytes (AES-256).
+func randomKey() ([]byte, error) {
+	raw := make([]byte, 32)
+	_, err := rand.Read(raw)
+	return raw, err
+}
+
 // create makes the subject a key, unless another process just did.
 func (k *Keys) create(ctx context.Context, subject string) ([]byte, error) {
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
+	raw, err := randomKey()
+	if err != nil {
 		return nil, err
 	}
 	wrapped, err := k.wrap(subject, raw)

@@ -272,9 +272,10 @@ func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, ms []events.Meta, es
 // projectUserErased anonymises the erased users' sessions: they read as
 // session.started, session.turn_recorded and session.settings_updated at
 // their placeholders. No title; no style parameters (the user's free text)
-// and no agent snapshot, which the settings store as {}; every turn's prompt and answers "[erased]", a failed model's empty
-// answer too; the messages sent are stored nowhere. The sessions' streams
-// did not move (see crossStream).
+// and no agent snapshot, which the settings store as {}; every turn's
+// prompt and answers "[erased]", a failed model's empty answer too; the
+// messages sent are stored nowhere. The sessions' streams did not move (see
+// crossStream).
 func projectUserErased(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
 	_, err := tx.Exec(ctx, `
 		WITH erased AS (

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"lectern/eventstore"
@@ -107,37 +108,40 @@ func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error)
 	if err != nil {
 		return nil, nil, err
 	}
-	key, previous, err := requireDataKeys("the export opens personal fields with it")
+	sealer, pool, err := openSealer(ctx, "the export opens personal fields with it")
 	if err != nil {
 		closeStore()
 		return nil, nil, err
 	}
-	pool, err := connectEnv(ctx)
-	if err != nil {
-		closeStore()
-		return nil, nil, err
-	}
-	keys, err := personal.NewRotatingKeys(pool, key, previous)
-	if err != nil {
-		closeStore()
-		pool.Close()
-		return nil, nil, err
-	}
-	return personal.NewStore(store, personal.NewSealer(keys)), func() { closeStore(); pool.Close() }, nil
+	return personal.NewStore(store, sealer), func() { closeStore(); pool.Close() }, nil
 }
 
-// requireDataKeys reads the master key of personal data (and the previous
-// one, during a rotation) from the environment: an error, saying why, when
-// none is set.
-func requireDataKeys(why string) (key, previous []byte, err error) {
+// openSealer connects to DATABASE_URL and returns a sealer under the master
+// key of personal data (and the previous one, during a rotation) from the
+// environment, and the pool to close: an error, saying why the key is
+// needed, when none is set.
+func openSealer(ctx context.Context, why string) (*personal.Sealer, *pgxpool.Pool, error) {
 	e, err := readEnv(false)
+	var key, previous []byte
 	if err == nil {
 		key, previous, err = e.dataKeys()
 	}
 	if err == nil && key == nil {
 		err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: " + why)
 	}
-	return key, previous, err
+	if err != nil {
+		return nil, nil, err
+	}
+	pool, err := connectEnv(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys, err := personal.NewRotatingKeys(pool, key, previous)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return personal.NewSealer(keys), pool, nil
 }
 
 // openEventStore opens the event store the service runs on: EventStoreDB
@@ -232,7 +236,8 @@ func sealCmd() *cobra.Command {
 		Long: "Seal, in place, the personal fields of the events of the PostgreSQL log (DATABASE_URL) that were\n" +
 			"appended in clear, before Lectern sealed them, as appending them now would (docs/privacy.md). The\n" +
 			"values of a user erased since are sealed under a key that is forgotten at once, so that they read\n" +
-			"as placeholders like the user's other events. Events keep their ids and positions; sealed events\n" +
+			"as placeholders like the user's other events. An event sealed before one of its fields was sealed\n" +
+			"is sealed whole again. Events keep their ids and positions; events with nothing personal in clear\n" +
 			"are left alone, so a second run changes nothing. Lectern may run meanwhile. EventStoreDB's events\n" +
 			"cannot be rewritten: seal the PostgreSQL log before `lectern events copy`.",
 		Args: cobra.NoArgs,
@@ -243,21 +248,12 @@ func sealCmd() *cobra.Command {
 				}
 				return err
 			}
-			key, previous, err := requireDataKeys("sealing needs it")
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			pool, err := connectEnv(ctx)
+			sealer, pool, err := openSealer(ctx, "sealing needs it")
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			keys, err := personal.NewRotatingKeys(pool, key, previous)
-			if err != nil {
-				return err
-			}
-			sealer := personal.NewSealer(keys)
 			store := postgres.New(pool, nil)
 			defer store.Close()
 			read, sealed, err := store.Rewrite(ctx, func(ev eventstore.RecordedEvent) (json.RawMessage, bool, error) {
