@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"lectern/eventstore"
 	"lectern/history"
+	"lectern/llm"
 )
 
 // personalUser is a user whose every kind of personal field holds marker.
@@ -244,6 +246,35 @@ func TestErasureLeavesNothing(t *testing.T) {
 	id, _, _ := e.signUpAs(t, ann.Email, "another good password", "Ann again")
 	if id == ann.ID {
 		t.Errorf("the address signed up as the erased user %d", id)
+	}
+}
+
+// A failed model's error holds the provider's message, which may quote the
+// prompt: it is sealed in the log, shown to its user, and gone on erasure.
+func TestErasureTakesAProvidersErrorMessage(t *testing.T) {
+	t.Parallel()
+	marker := "MRK" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	strict := newFakeProvider(t, http.StatusBadRequest, "")
+	strict.message = "Your prompt 'Question " + marker + "' breaks our usage policy"
+	e := newModelEnv(t, strict.model(1, "strict"), llm.Model{ID: 2, Name: "echo", Provider: llm.ProviderEcho, Timeout: time.Second, Default: true})
+	c := e.newClassroom(t, nil)
+	u := c.student
+	_, turn := e.startSession(t, u.Access, c.class, map[string]any{"prompt_text": "Question", "model_names": []string{"strict", "echo"}})
+	detail := e.do(t, "GET", sessionPath(turn.SessionID), nil, u.Access)
+	wantStatus(t, detail, http.StatusOK)
+	if !strings.Contains(string(detail.Body), marker) {
+		t.Fatalf("the provider's message is not in the session: the test proves nothing:\n%s", detail.Body)
+	}
+	if stored, opened := eventHits(t, e, marker); stored != 0 || opened != 1 {
+		t.Errorf("before the erasure, %d events hold the provider's message as stored (want 0: sealed) and %d as read (want 1)", stored, opened)
+	}
+
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
+	if hits := markerHits(t, e, marker); len(hits) != 0 {
+		t.Errorf("after the erasure the provider's message is still in %v", hits)
+	}
+	if stored, opened := eventHits(t, e, marker); stored != 0 || opened != 0 {
+		t.Errorf("after the erasure %d events hold the provider's message as stored, %d as read", stored, opened)
 	}
 }
 

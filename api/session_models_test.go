@@ -23,19 +23,20 @@ import (
 )
 
 // fakeProvider is an OpenAI-compatible chat completions server that answers
-// every request with status (and a completion saying answer when 200) and
-// records each request body.
+// every request with status (and a completion saying answer when 200, an
+// error saying message otherwise) and records each request body.
 type fakeProvider struct {
-	srv    *httptest.Server
-	status int
-	answer string
-	mu     sync.Mutex
-	bodies []map[string]any
+	srv     *httptest.Server
+	status  int
+	answer  string
+	message string // the error's; "boom" unless set before the first request
+	mu      sync.Mutex
+	bodies  []map[string]any
 }
 
 func newFakeProvider(t testing.TB, status int, answer string) *fakeProvider {
 	t.Helper()
-	f := &fakeProvider{status: status, answer: answer}
+	f := &fakeProvider{status: status, answer: answer, message: "boom"}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
@@ -48,7 +49,8 @@ func newFakeProvider(t testing.TB, status int, answer string) *fakeProvider {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(f.status)
 		if f.status != http.StatusOK {
-			_, _ = io.WriteString(w, `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`)
+			message, _ := json.Marshal(f.message)
+			_, _ = fmt.Fprintf(w, `{"error":{"message":%s,"type":"server_error","param":null,"code":null}}`, message)
 			return
 		}
 		text, _ := json.Marshal(f.answer)

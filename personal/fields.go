@@ -83,7 +83,7 @@ var rules = map[string]rule{
 	"promotion.requested":         {byUser, parseFields("name:s", "email:e", "org_name:s", "edu_category:n")},
 	"promotion.rejected":          {byUser, parseFields("reason:n")},
 	"session.started":             {byUser, parseFields("title:n", "settings.style_params:o", "settings.agent_snapshot:n")},
-	"session.turn_recorded":       {nil, parseFields("prompt_text:s", "messages:a", "results[].response_text:s")},
+	"session.turn_recorded":       {nil, parseFields("prompt_text:s", "messages:a", "results[].response_text:s", "results[].error:n")},
 	"session.settings_updated":    {nil, parseFields("settings.style_params:o", "settings.agent_snapshot:n")},
 	"knowledge.document_uploaded": {byUser, parseFields("title:s", "content:s")}, // content: version 1's inline text
 }

@@ -29,11 +29,31 @@ func (f field) placeholder(subject string) json.RawMessage {
 }
 
 // isPlaceholder reports whether value is the field's placeholder already:
-// a null of a nullable field. Sealing leaves it where it is, in clear (it
-// would read back as null either way), rather than carry it in the sealed
-// values too.
+// a null of a nullable field, or, for one under an array, an array of
+// nulls (a turn's errors when every model answered). Sealing leaves it
+// where it is, in clear (it would read back as null either way), rather
+// than carry it in the sealed values too.
 func (f field) isPlaceholder(value []byte) bool {
-	return f.kind == nullable && string(value) == "null"
+	if f.kind != nullable {
+		return false
+	}
+	if string(value) == "null" {
+		return true
+	}
+	if !strings.HasSuffix(f.path[0], "[]") {
+		return false
+	}
+	var buf [8][]byte
+	elems, ok := appendElements(buf[:0], value)
+	if !ok {
+		return false
+	}
+	for _, e := range elems {
+		if string(e) != "null" {
+			return false
+		}
+	}
+	return true
 }
 
 // The placeholders that are the same for every subject.

@@ -78,6 +78,9 @@ var sealCases = []struct {
 		`{"session_id":12,"settings":{"agent_snapshot":null,"few_shot_links":[],"setting_id":1},"title":null,"user_id":7}`},
 	{"session.turn_recorded", 7, `{"session_id":12,"turn":1,"prompt_text":"MARKER-7f3a","messages":[{"role":"user","content":"MARKER-7f3a"}],"results":[{"model_name":"echo","response_text":"MARKER-7f3a"},{"model_name":"echo-reverse","response_text":"a3f7-REKRAM"}]}`,
 		`{"messages":[],"prompt_text":"[erased]","results":[{"model_name":"echo","response_text":"[erased]"},{"model_name":"echo-reverse","response_text":"[erased]"}],"session_id":12,"turn":1}`},
+	// A failed model's error: the provider's message may quote the prompt.
+	{"session.turn_recorded", 7, `{"session_id":12,"turn":2,"prompt_text":"MARKER-7f3a","messages":[],"results":[{"model_name":"echo","response_text":"MARKER-7f3a","error":null},{"model_name":"gpt","response_text":"","error":{"kind":"upstream","message":"gpt answered 400 Bad Request: MARKER-7f3a"}}]}`,
+		`{"messages":[],"prompt_text":"[erased]","results":[{"error":null,"model_name":"echo","response_text":"[erased]"},{"error":null,"model_name":"gpt","response_text":"[erased]"}],"session_id":12,"turn":2}`},
 	{"knowledge.document_uploaded", 0, `{"knowledge_id":4,"user_id":7,"title":"MARKER-7f3a","content_hash":"ab","content_size":3}`,
 		`{"content_hash":"ab","content_size":3,"knowledge_id":4,"title":"[erased]","user_id":7}`},
 }

@@ -167,7 +167,7 @@ func personalHistory(mark func(user int64) string) []appended {
 					{SessionModelID: id(1), ModelID: 1, ModelName: "echo", ResponseID: id(int64(10 + 2*turn)), ResponseText: m + " answer",
 						IsPrimary: true},
 					{SessionModelID: id(2), ModelID: 2, ModelName: "echo-reverse", ResponseID: id(int64(11 + 2*turn)),
-						Error: &events.ModelError{Kind: "timeout", Message: "too slow"}},
+						Error: &events.ModelError{Kind: "timeout", Message: m + " was too slow"}},
 				}})
 		}
 		settings.AgentSnapshot = &events.AgentSnapshot{AgentID: id(1), Name: m + " agent 2", SystemPrompt: m + " prompt 2"}

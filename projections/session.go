@@ -273,8 +273,9 @@ func projectSettingsUpdated(ctx context.Context, tx pgx.Tx, ms []events.Meta, es
 // session.started, session.turn_recorded and session.settings_updated at
 // their placeholders. No title; no style parameters (the user's free text)
 // and no agent snapshot, which the settings store as {}; every turn's
-// prompt and answers "[erased]", a failed model's empty answer too; the
-// messages sent are stored nowhere. The sessions' streams did not move (see
+// prompt and answers "[erased]", a failed model's empty answer too, and no
+// model's error (a provider's message may quote the prompt); the messages
+// sent are stored nowhere. The sessions' streams did not move (see
 // crossStream).
 func projectUserErased(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
 	_, err := tx.Exec(ctx, `
@@ -284,8 +285,8 @@ func projectUserErased(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []eve
 		settings AS (
 			UPDATE session_settings s SET style_params = '{}'::json, agent_snapshot = '{}'::json
 			FROM erased WHERE s.session_id = erased.id)
-		UPDATE session_responses r SET prompt_text = $2, response_text = $2
-		FROM erased WHERE r.session_id = erased.id AND (r.prompt_text <> $2 OR r.response_text <> $2)`,
+		UPDATE session_responses r SET prompt_text = $2, response_text = $2, error = NULL
+		FROM erased WHERE r.session_id = erased.id AND (r.prompt_text <> $2 OR r.response_text <> $2 OR r.error IS NOT NULL)`,
 		erasedIDs(es), personal.ErasedText)
 	return err
 }

@@ -203,7 +203,7 @@ func (l *sessionLoader) erase(user int64) {
 	}
 	for i := range l.responses {
 		if r := &l.responses[i]; mine[r.session] {
-			r.prompt, r.text = personal.ErasedText, personal.ErasedText
+			r.prompt, r.text, r.failure = personal.ErasedText, personal.ErasedText, nil
 		}
 	}
 }

@@ -333,7 +333,7 @@ func erasedTurn(e events.Event) events.Event {
 	t.PromptText, t.Messages = "[erased]", []events.ChatMessage{}
 	t.Results = slices.Clone(t.Results)
 	for i := range t.Results {
-		t.Results[i].ResponseText = "[erased]"
+		t.Results[i].ResponseText, t.Results[i].Error = "[erased]", nil
 	}
 	return t
 }
