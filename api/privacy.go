@@ -8,6 +8,7 @@ import (
 	"lectern/api/validation"
 	"lectern/commands"
 	"lectern/derrors"
+	"lectern/events"
 	"lectern/projections"
 	"lectern/queries"
 )
@@ -51,9 +52,19 @@ func privacyComponents() schema {
 			"enrollments":         arrayOf(ref("Enrollment")),
 			"partner_records":     arrayOf(ref("Partner")),
 			"promotion_requests":  arrayOf(ref("PromotionRequest")),
+			"sent_messages":       arrayOf(ref("SentMessages")),
+			"rate_limit_records":  arrayOf(ref("RateLimitRecord")),
 		}, "exported_at", "user", "agents", "few_shot_examples", "practice_sessions", "knowledge_documents",
-			"enrollments", "partner_records", "promotion_requests"),
+			"enrollments", "partner_records", "promotion_requests", "sent_messages", "rate_limit_records"),
 		"PersonalDocument": object(schema{"document": ref("KnowledgeDocument"), "text": str()}, "document", "text"),
+		// What each turn sent its models: the agent's system prompt, the
+		// few-shot examples, the knowledge passages and the history, as sent.
+		"SentMessages": object(schema{"session_id": integer(), "turn": integer(),
+			"messages": arrayOf(object(schema{"role": str(), "content": str()}, "role", "content"))},
+			"session_id", "turn", "messages"),
+		// A rate limit's record of the caller's attempts (kept for its window).
+		"RateLimitRecord": object(schema{"kind": str(), "client_address": nullable(str()), "times": arrayOf(dateTime())},
+			"kind", "client_address", "times"),
 	}
 }
 
@@ -133,6 +144,20 @@ type personalExportJSON struct {
 	Enrollments        []enrollmentJSON       `json:"enrollments"`
 	PartnerRecords     []partnerJSON          `json:"partner_records"`
 	PromotionRequests  []promotionJSON        `json:"promotion_requests"`
+	SentMessages       []sentMessagesJSON     `json:"sent_messages"`
+	RateLimitRecords   []rateRecordJSON       `json:"rate_limit_records"`
+}
+
+type sentMessagesJSON struct {
+	SessionID int64                `json:"session_id"`
+	Turn      int                  `json:"turn"`
+	Messages  []events.ChatMessage `json:"messages"`
+}
+
+type rateRecordJSON struct {
+	Kind          string   `json:"kind"`
+	ClientAddress *string  `json:"client_address"`
+	Times         []string `json:"times"`
 }
 
 // exportPage is the page size the export reads its lists in.
@@ -167,7 +192,8 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 	}
 	out := personalExportJSON{ExportedAt: ts(time.Now()), Agents: []agentJSON{}, FewShotExamples: []fewShotJSON{},
 		PracticeSessions: []practiceSessionJSON{}, KnowledgeDocuments: []personalDocumentJSON{}, Enrollments: []enrollmentJSON{},
-		PartnerRecords: []partnerJSON{}, PromotionRequests: []promotionJSON{}}
+		PartnerRecords: []partnerJSON{}, PromotionRequests: []promotionJSON{}, SentMessages: []sentMessagesJSON{},
+		RateLimitRecords: []rateRecordJSON{}}
 	partnerIDs, err := q.PartnerIDsOfUser(ctx, id)
 	if err != nil {
 		return err
@@ -201,6 +227,17 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 			return err
 		}
 		out.PracticeSessions = append(out.PracticeSessions, sessionDetailFromRow(d))
+		sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
+		if err != nil {
+			return err
+		}
+		for _, t := range sent {
+			messages := t.Messages
+			if messages == nil {
+				messages = []events.ChatMessage{}
+			}
+			out.SentMessages = append(out.SentMessages, sentMessagesJSON{SessionID: ps.ID, Turn: t.Turn, Messages: messages})
+		}
 	}
 	docs, err := allPages(func(p queries.Page) (queries.List[queries.KnowledgeDocument], error) {
 		return q.KnowledgeDocuments(ctx, id, p)
@@ -241,6 +278,17 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 		j := promotionFromRow(pr)
 		j.Matching = nil // the admin's aid, not the user's data
 		out.PromotionRequests = append(out.PromotionRequests, j)
+	}
+	records, err := q.RateRecordsOf(ctx, u.Email, commands.JoinFailBucket(id))
+	if err != nil {
+		return err
+	}
+	for _, r := range records {
+		times := make([]string, len(r.Times))
+		for i, at := range r.Times {
+			times[i] = ts(at)
+		}
+		out.RateLimitRecords = append(out.RateLimitRecords, rateRecordJSON{Kind: r.Kind, ClientAddress: r.ClientAddress, Times: times})
 	}
 	w.Header().Set("Content-Disposition", `attachment; filename="lectern-export.json"`)
 	writeJSON(w, http.StatusOK, out)

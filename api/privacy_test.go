@@ -3,12 +3,14 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
@@ -316,6 +318,75 @@ func TestPrivacyValidation(t *testing.T) {
 	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "x"}, ""), http.StatusUnauthorized)
 	wantStatus(t, e.do(t, "GET", "/user/me/export", nil, ""), http.StatusUnauthorized)
 	wantStatus(t, e.do(t, "POST", "/admin/users/0/erase", nil, u.Access), http.StatusUnprocessableEntity)
+}
+
+// The export holds what no read model keeps: the exact messages each turn
+// sent its models (as the session's stream holds them), and the rate-limit
+// records of the caller's attempts (logins by client address, failed ones,
+// failed class joins). The erasure forgets those records.
+func TestExportHoldsSentMessagesAndAttempts(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	wantStatus(t, e.do(t, "POST", "/user/login", map[string]any{"email": u.Email, "password": "wrong password"}, ""), http.StatusUnauthorized)
+	wantStatus(t, e.do(t, "POST", "/user/login", map[string]any{"email": u.Email, "password": u.Password}, ""), http.StatusOK)
+	wantDetail(t, e.join(t, u, "ZZZZZZZZ"), http.StatusNotFound, "Invite code not found")
+	s := openSchool(t, e)
+	class := num(t, e.createClass(t, s, map[string]any{"name": "Export " + uniqueEmail()}), "id")
+	wantStatus(t, e.enroll(t, s, class, u.ID), http.StatusCreated)
+	_, turn := e.startSession(t, u.Access, class, map[string]any{"prompt_text": "First question"})
+	wantStatus(t, e.do(t, "POST", sessionPath(turn.SessionID)+"/chat", map[string]any{"prompt_text": "Second question"}, u.Access), http.StatusOK)
+
+	res := e.do(t, "GET", "/user/me/export", nil, u.Access)
+	wantStatus(t, res, http.StatusOK)
+	var export struct {
+		RateLimitRecords []struct {
+			Kind          string   `json:"kind"`
+			ClientAddress *string  `json:"client_address"`
+			Times         []string `json:"times"`
+		} `json:"rate_limit_records"`
+	}
+	if err := json.Unmarshal(res.Body, &export); err != nil {
+		t.Fatal(err)
+	}
+	var logged []any
+	for _, ev := range e.streamEvents(t, fmt.Sprintf("session-%d", turn.SessionID)) {
+		if ev.Type == "session.turn_recorded" {
+			p := payload(t, ev)
+			logged = append(logged, map[string]any{"session_id": jsonNum(turn.SessionID), "turn": p["turn"], "messages": p["messages"]})
+		}
+	}
+	sent := field(t, res, "sent_messages")
+	if diff := cmp.Diff(any(logged), sent); len(logged) != 2 || diff != "" {
+		t.Errorf("the export's sent_messages differ from the log's %d turns (-log +export):\n%s", len(logged), diff)
+	}
+	if !strings.Contains(fmt.Sprint(sent), "Second question") {
+		t.Errorf("the export's sent_messages lack the second prompt: %v", sent)
+	}
+	kinds := map[string]int{}
+	for _, r := range export.RateLimitRecords {
+		client := "-"
+		if r.ClientAddress != nil {
+			client = *r.ClientAddress
+		}
+		kinds[r.Kind+" "+client] += len(r.Times)
+	}
+	want := map[string]int{"login-ok 127.0.0.1": 1, "login-fail 127.0.0.1": 1, "login-fail -": 1, "join-fail -": 1}
+	for k, n := range want {
+		if kinds[k] != n {
+			t.Errorf("the export's rate_limit_records hold %d times of %q, want %d: %v", kinds[k], k, n, export.RateLimitRecords)
+		}
+	}
+
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
+	var left int
+	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM rate_windows WHERE bucket = $1`,
+		fmt.Sprintf("join-fail:%d", u.ID)).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("the erasure left the user's failed class joins")
+	}
 }
 
 // An erasure forgets the rate-limit records of the user's address, and

@@ -357,7 +357,7 @@ func (c *Classroom) limitJoin(ctx context.Context, userID int64, addr string) (r
 		rate   ratelimit.Rate
 	}{
 		{"join-addr:" + addr, lim.JoinAddress},
-		{"join-user:" + strconv.FormatInt(userID, 10), lim.JoinUser},
+		{joinUserBucket(userID), lim.JoinUser},
 	} {
 		d, err := c.limiter.Allow(ctx, b.bucket, b.rate)
 		if err != nil {
@@ -367,7 +367,7 @@ func (c *Classroom) limitJoin(ctx context.Context, userID int64, addr string) (r
 			return ratelimit.Hit{}, &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: tooManyRequests}
 		}
 	}
-	hit, d, err := c.limiter.Take(ctx, "join-fail:"+strconv.FormatInt(userID, 10), lim.JoinFailures)
+	hit, d, err := c.limiter.Take(ctx, JoinFailBucket(userID), lim.JoinFailures)
 	if err != nil {
 		return ratelimit.Hit{}, err
 	}
@@ -376,6 +376,13 @@ func (c *Classroom) limitJoin(ctx context.Context, userID int64, addr string) (r
 	}
 	return hit, nil
 }
+
+// JoinFailBucket is the sliding window of a user's failed attempts to join
+// a class (the export shows it; erasure deletes it).
+func JoinFailBucket(userID int64) string { return "join-fail:" + strconv.FormatInt(userID, 10) }
+
+// joinUserBucket is the token bucket of a user's attempts to join a class.
+func joinUserBucket(userID int64) string { return "join-user:" + strconv.FormatInt(userID, 10) }
 
 func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggregates.Enrollment, Result, error) {
 	code = NormalizeInviteCode(code)

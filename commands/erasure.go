@@ -11,6 +11,7 @@ import (
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/personal"
+	"lectern/ratelimit"
 )
 
 // SubjectEraser deletes a subject's data key (personal.Keys).
@@ -88,15 +89,10 @@ func (x *Erasure) ErasePartner(ctx context.Context, partnerID, actor int64) (Res
 	return res, err
 }
 
-// endsWithAddress matches the rate-limit buckets of the address $1: those
-// that end with it after a bucket's separator ("login-fail:<address>",
-// "login-ok:<client> <address>"), not another address that ends the same
-// way (erasing ob@example.com leaves bob@example.com's failures counted).
-const endsWithAddress = `right(bucket, length($1) + 1) IN (':' || $1, ' ' || $1)`
-
 // forget deletes what Lectern holds of the user outside the log, in one
 // transaction: the password, sessions (refresh tokens: every access token
-// of theirs is refused at once), codes and rate-limit buckets by e-mail,
+// of theirs is refused at once), codes and rate-limit buckets by e-mail
+// and those of the user's class joins,
 // stored responses of idempotent requests, the e-mail's uniqueness claim
 // (the address may sign up again, as a new user), and documents' texts and
 // chunks.
@@ -110,6 +106,8 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		{`DELETE FROM credentials WHERE user_id = $1`, []any{u.ID}},
 		{`UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL`, []any{u.ID}},
 		{`DELETE FROM idempotency_keys WHERE user_id = $1`, []any{u.ID}},
+		{`DELETE FROM rate_windows WHERE bucket = $1`, []any{JoinFailBucket(u.ID)}},
+		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{joinUserBucket(u.ID)}},
 		{`DELETE FROM unique_claims WHERE scope = $1 AND owner = $2`, []any{emailScope, stream}},
 		// The blobs before the chunks: indexing holds a document's blob
 		// until its chunks commit (indexer.index), so this waits for
@@ -123,8 +121,8 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 	if u.Email != "" && u.Email != personal.ErasedEmail(personal.UserSubject(u.ID)) {
 		statements = append(statements,
 			statement{`DELETE FROM email_codes WHERE email = $1`, []any{u.Email}},
-			statement{`DELETE FROM rate_windows WHERE ` + endsWithAddress, []any{u.Email}},
-			statement{`DELETE FROM rate_buckets WHERE ` + endsWithAddress, []any{u.Email}})
+			statement{`DELETE FROM rate_windows WHERE ` + ratelimit.KeyedBy, []any{u.Email}},
+			statement{`DELETE FROM rate_buckets WHERE ` + ratelimit.KeyedBy, []any{u.Email}})
 	}
 	return pgx.BeginFunc(ctx, x.d.DB, func(tx pgx.Tx) error {
 		for _, s := range statements {

@@ -48,6 +48,33 @@ func NewSessions(d Deps) (*Sessions, error) {
 
 func sessionStream(id int64) string { return eventstore.StreamName(events.CategorySession, id) }
 
+// SentMessages are the messages a turn sent its models.
+type SentMessages struct {
+	Turn     int
+	Messages []events.ChatMessage
+}
+
+// SentMessages returns, turn by turn, the exact messages the user's
+// session sent its models, as its stream holds them: no read model keeps
+// them (the personal data export reads them here). Another user's session,
+// or none, is not found.
+func (s *Sessions) SentMessages(ctx context.Context, userID, sessionID int64) ([]SentMessages, error) {
+	var sent []SentMessages
+	state, _, _, err := load(ctx, s.d, sessionStream(sessionID), func(st aggregates.Session, env events.Envelope) aggregates.Session {
+		if t, ok := env.Event.(events.SessionTurnRecorded); ok {
+			sent = append(sent, SentMessages{Turn: t.Turn, Messages: t.Messages})
+		}
+		return aggregates.EvolveSession(st, env)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := aggregates.CheckSessionOwner(state, userID); err != nil {
+		return nil, err
+	}
+	return sent, nil
+}
+
 // Caller is who asks for a practice turn.
 type Caller struct {
 	UserID int64

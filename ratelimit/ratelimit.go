@@ -71,6 +71,13 @@ func New(db *pgxpool.Pool, now func() time.Time) *Limiter {
 
 // PostgreSQL keeps microseconds: times and intervals are rounded to them in
 // Go, so that what is stored is what was computed.
+// KeyedBy is the SQL condition that a bucket is keyed by $1 (an e-mail
+// address): it ends with it after a bucket's separator
+// ("login-fail:<key>", "login-ok:<client> <key>"), not with another key
+// that ends the same way (ob@example.com is not bob@example.com). Erasure
+// deletes these buckets, and the export shows them.
+const KeyedBy = `right(bucket, length($1) + 1) IN (':' || $1, ' ' || $1)`
+
 func (l *Limiter) clock() time.Time { return l.now().UTC().Truncate(time.Microsecond) }
 
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
