@@ -3,6 +3,8 @@ package personal_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"testing"
 
 	"lectern/events"
@@ -86,3 +88,90 @@ func BenchmarkDecodeTurn(b *testing.B) {
 }
 
 var benchTurn = json.RawMessage(`{"session_id":7,"turn":3,"prompt_text":"Question 3 of user 7?","messages":[{"role":"system","content":"You are a patient tutor."},{"role":"user","content":"Question?"}],"results":[{"session_model_id":14,"model_id":1,"model_name":"echo","provider":"offline","response_id":118,"response_text":"An answer of a few words.","token_usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26},"latency_ms":40,"attempts":1,"is_primary":true},{"session_model_id":15,"model_id":2,"model_name":"echo-reverse","provider":"offline","response_id":119,"response_text":"An answer of a few words.","token_usage":{"prompt_tokens":20,"completion_tokens":6,"total_tokens":26},"latency_ms":40,"attempts":1,"is_primary":false}]}`)
+
+// The ten events of a user in the replay bench's log (cmd/lectern-bench),
+// decoded as a replay decodes them: in clear, and sealed (OpenInto). The
+// log of many users: each user's key is looked up as a replay's are.
+func BenchmarkDecodeLog(b *testing.B) {
+	ctx := context.Background()
+	s := personal.NewSealer(newMemoryKeys())
+	type stored struct {
+		typ           string
+		version       int
+		clear, sealed json.RawMessage
+		v             func() any
+	}
+	var log []stored
+	for user := int64(1); user <= 500; user++ {
+		for _, e := range userEvents(user) {
+			clear, err := json.Marshal(e)
+			if err != nil {
+				b.Fatal(err)
+			}
+			sealed, err := s.Seal(ctx, e.EventType(), clear, user)
+			if err != nil {
+				b.Fatal(err)
+			}
+			log = append(log, stored{e.EventType(), e.SchemaVersion(), clear, sealed, newOf(e)})
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		registry *events.Registry
+		sealed   bool
+	}{{"clear", events.NewRegistry(), false}, {"sealed", s.Opening(events.NewRegistry()), true}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, ev := range log {
+					data := ev.clear
+					if c.sealed {
+						data = ev.sealed
+					}
+					if err := c.registry.DecodeInto(ev.typ, ev.version, data, ev.v()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(log)), "ns/event")
+		})
+	}
+}
+
+// newOf returns a function that makes a new zero event of e's type.
+func newOf(e events.Event) func() any {
+	t := reflect.TypeOf(e)
+	return func() any { return reflect.New(t).Interface() }
+}
+
+// userEvents are the replay bench's events of a user.
+func userEvents(id int64) []events.Event {
+	prompt := "You are a patient tutor."
+	temp := 0.7
+	settings := events.SessionSettings{SettingID: id, StylePreset: "accurate", StyleParams: json.RawMessage(`{}`),
+		GenerationParams: events.GenerationParams{Temperature: &temp},
+		AgentSnapshot:    &events.AgentSnapshot{AgentID: id, Name: "Tutor", SystemPrompt: prompt}}
+	turn := func(n int) events.SessionTurnRecorded {
+		t := events.SessionTurnRecorded{SessionID: id, Turn: n, PromptText: fmt.Sprintf("Question %d of user %d?", n, id),
+			Messages: []events.ChatMessage{{Role: "system", Content: prompt}, {Role: "user", Content: "Question?"}}}
+		for m, name := range []string{"echo", "echo-reverse"} {
+			t.Results = append(t.Results, events.TurnResult{SessionModelID: id*2 + int64(m), ModelID: int64(m + 1), ModelName: name,
+				Provider: "offline", ResponseID: (id*8+int64(n))*2 + int64(m), ResponseText: "An answer of a few words.",
+				TokenUsage: events.TokenUsage{PromptTokens: 20, CompletionTokens: 6, TotalTokens: 26}, LatencyMS: 40, Attempts: 1,
+				IsPrimary: m == 0})
+		}
+		return t
+	}
+	creative := settings
+	creative.StylePreset = "creative"
+	return []events.Event{
+		events.UserSignedUp{UserID: id, Email: fmt.Sprintf("u%d@example.com", id), Name: "User", Roles: []string{"user"}},
+		events.AgentCreated{AgentID: id, OwnerID: id, Name: "Tutor", SystemPrompt: prompt, IsActive: true},
+		events.AgentUpdated{AgentID: id, Name: "Patient tutor", SystemPrompt: prompt, IsActive: true, Changed: []string{"name"}},
+		events.FewShotCreated{ExampleID: id, UserID: id, InputText: "2+2?", OutputText: "4", Meta: json.RawMessage(`{}`), IsActive: true},
+		events.SessionStarted{SessionID: id, UserID: id, KnowledgeIDs: []int64{}, Settings: settings},
+		turn(1), turn(2),
+		events.SessionSettingsUpdated{SessionID: id, Settings: creative},
+		turn(3), turn(4),
+	}
+}

@@ -1,10 +1,13 @@
 package personal
 
 import (
+	"bytes"
 	"context"
 	"crypto/cipher"
+	"encoding/base64"
 	"encoding/json"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -430,4 +433,41 @@ func FuzzLastQuote(f *testing.F) {
 			t.Errorf("lastQuote(%q) = %d, want %d", s, got, want)
 		}
 	})
+}
+
+// fastBase64 decodes as encoding/base64 does: the same bytes from valid
+// text, an error for text that is not (a character outside the alphabet,
+// bad padding, a length that is not a multiple of four), at any length,
+// within its vectorised blocks or after them.
+func TestFastBase64DecodesAsTheStandardLibrary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 300 {
+		raw := make([]byte, n)
+		for i := range raw {
+			raw[i] = byte(rng.IntN(256))
+		}
+		text := []byte(base64.StdEncoding.EncodeToString(raw))
+		variants := [][]byte{text}
+		if len(text) > 0 {
+			for _, c := range []byte{'*', '"', '=', 0x80, 'A'} {
+				bad := slices.Clone(text)
+				bad[rng.IntN(len(bad))] = c
+				variants = append(variants, bad)
+			}
+			variants = append(variants, text[:len(text)-1])
+		}
+		for _, v := range variants {
+			want := make([]byte, base64.StdEncoding.DecodedLen(len(v)))
+			wn, werr := base64.StdEncoding.Decode(want, v)
+			got := make([]byte, fastBase64.DecodedLen(len(v)))
+			gn, gerr := fastBase64.Decode(got, v)
+			if (werr == nil) != (gerr == nil) || werr == nil && !bytes.Equal(got[:gn], want[:wn]) {
+				t.Fatalf("%q: fast %x, %v; standard %x, %v", v, got[:gn], gerr, want[:wn], werr)
+			}
+		}
+		enc := make([]byte, fastBase64.EncodedLen(n))
+		if fastBase64.Encode(enc, raw); !bytes.Equal(enc, text) {
+			t.Fatalf("encoding %x: fast %s, standard %s", raw, enc, text)
+		}
+	}
 }

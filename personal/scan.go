@@ -2,7 +2,7 @@ package personal
 
 import (
 	"bytes"
-	"encoding/base64"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -338,6 +338,8 @@ func appendEnvelope(out []byte, subject string, sealed []byte) []byte {
 	out = append(out, `{"sub":"`...)
 	out = append(out, subject...) // "user-7": nothing to escape
 	out = append(out, `","ct":"`...)
-	out = base64.StdEncoding.AppendEncode(out, sealed)
+	n := fastBase64.EncodedLen(len(sealed))
+	out = slices.Grow(out, n)[:len(out)+n]
+	fastBase64.Encode(out[len(out)-n:], sealed)
 	return append(out, `"}`...)
 }

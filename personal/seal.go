@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	gojson "github.com/goccy/go-json"
+	asmbase64 "github.com/segmentio/asm/base64"
 
 	"lectern/eventstore"
 )
@@ -341,7 +342,7 @@ func parseEnvelope(raw []byte) (subject string, sealed []byte, err error) {
 func parseEnvelopeInto(dst, raw []byte) (subject string, sealed []byte, err error) {
 	if sub, b64, ok := envelopeParts(raw); ok {
 		sealed = slices.Grow(dst[:0], base64.StdEncoding.DecodedLen(len(b64)))[:base64.StdEncoding.DecodedLen(len(b64))]
-		if n, err := base64.StdEncoding.Decode(sealed, b64); err == nil {
+		if n, err := fastBase64.Decode(sealed, b64); err == nil {
 			return string(sub), sealed[:n], nil
 		}
 	}
@@ -368,6 +369,11 @@ func envelopeParts(raw []byte) (sub, b64 []byte, ok bool) {
 	}
 	return sub, b64, ok && bytes.IndexByte(sub, '\\') < 0 && bytes.IndexByte(b64, '\r') < 0 && bytes.IndexByte(b64, '\n') < 0
 }
+
+// fastBase64 decodes as encoding/base64's StdEncoding does, with AVX2 or
+// NEON where the CPU has them: an event's ciphertext is its longest text,
+// and decoding it was a tenth of the instructions a replay spent opening.
+var fastBase64 = asmbase64.StdEncoding
 
 var (
 	envelopeStart  = []byte(`{"sub":"`)
