@@ -48,37 +48,62 @@ func (s *Sealer) OpenInto(ctx context.Context, eventType string, data []byte, v 
 	if p == nil {
 		return false, nil
 	}
+	sc := openScratches.Get().(*openScratch)
+	defer sc.release()
+	return s.openIntoWith(ctx, sc, eventType, p, data, v)
+}
+
+// openIntoWith is OpenInto of data into v by plan p, with sc for scratch.
+// The struct as stored, placeholders and all, is decoded without the
+// "pii" member where sealing wrote it (first, or, before, last: the
+// decoder need not read it), else with it ("pii" matches no field).
+func (s *Sealer) openIntoWith(ctx context.Context, sc *openScratch, eventType string, p *intoPlan, data []byte, v any) (bool, error) {
+	if sub, b64, after, ok := leadingEnvelope(data); ok {
+		sealed, ok := decodeBase64(sc.sealed, b64)
+		sc.sealed = sealed
+		if !ok {
+			return false, nil // not base64: Open says so
+		}
+		sc.subject = sameString(sc.subject, sub)
+		sc.body = append(append(sc.body[:0], '{'), after...)
+		return s.openInto(ctx, sc, eventType, p, sc.subject, sealed, sc.body, v)
+	}
 	raw, body, ok := envelopeOf(data)
 	if !ok {
 		return false, nil
 	}
-	sc := openScratches.Get().(*openScratch)
-	defer sc.release()
-	return s.openInto(ctx, sc, eventType, p, data, raw, body, v)
-}
-
-// openInto is OpenInto of data, whose "pii" member is raw and body the
-// members before it (nil: see envelopeOf), into v, with sc for scratch.
-func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string, p *intoPlan, data, raw, body []byte, v any) (bool, error) {
-	rv := reflect.ValueOf(v)
 	subject, sealed, err := parseEnvelopeInto(sc.sealed, raw)
 	sc.sealed = sealed
 	if err != nil {
 		return true, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
-	sc.ad = appendAdditional(sc.ad[:0], eventType, subject)
-	plain, erased, err := s.openValuesWith(ctx, sc.ad, eventType, subject, sealed)
-	if err != nil {
-		return true, err
-	}
-	// The struct as stored, placeholders and all: without the "pii" member
-	// where it ends the event (the decoder need not read past it), else
-	// with it ("pii" matches no field).
 	if body != nil {
 		sc.body = append(append(sc.body[:0], body...), '}')
 		body = sc.body
 	} else {
 		body = data
+	}
+	return s.openInto(ctx, sc, eventType, p, subject, sealed, body, v)
+}
+
+// sameString is b as a string: last when they are equal. A subject's events
+// come in runs, and its string is made once a run.
+func sameString(last string, b []byte) string {
+	if last == string(b) {
+		return last
+	}
+	return string(b)
+}
+
+// openInto decodes body, the event as stored without its envelope, into
+// v, then opens sealed, the envelope's nonce and ciphertext (sc's) with
+// subject's key and decodes each value into its field by plan p.
+func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string, p *intoPlan, subject string, sealed, body []byte, v any) (bool, error) {
+	rv := reflect.ValueOf(v)
+	sc.ad = appendAdditional(sc.ad[:0], eventType, subject)
+	plain, erased, err := s.openValuesWith(ctx, sc.ad, eventType, subject, sealed)
+	if err != nil {
+		return true, err
 	}
 	if err := gojson.Unmarshal(body, v); err != nil {
 		rv.Elem().SetZero()
@@ -102,7 +127,10 @@ func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string
 // openScratch holds OpenInto's ciphertext, opened in place, the event
 // without its envelope, and the additional data: nothing decoded from them
 // refers to them (the decoder copies its input, strings are copied).
-type openScratch struct{ sealed, body, ad []byte }
+type openScratch struct {
+	sealed, body, ad []byte
+	subject          string // the last subject opened (see sameString)
+}
 
 var openScratches = sync.Pool{New: func() any { return new(openScratch) }}
 
@@ -125,8 +153,9 @@ func (sc *openScratch) wipe() {
 
 // envelopeOf returns the top-level "pii" member's value: false when data has
 // none (never sealed) or does not scan. When the member ends data, as
-// sealing writes it, body is data up to it, without the comma before it and
-// the closing brace: the members before it, to be closed with '}'.
+// sealing wrote it before it wrote it first, body is data up to it, without
+// the comma before it and the closing brace: the members before it, to be
+// closed with '}'.
 func envelopeOf(data []byte) (raw, body []byte, ok bool) {
 	if raw, at, ok := trailingEnvelope(data); ok {
 		if body = data[:at]; body[len(body)-1] == ',' {

@@ -123,7 +123,38 @@ func decodeBothWays(t *testing.T, s *Sealer, eventType string, sealed []byte) (o
 	if handled, err := s.OpenInto(ctx, eventType, sealed, newEvent[eventType]()); !handled || err != nil {
 		t.Fatalf("%s: OpenInto = %v, %v; want it taken", sealed, handled, err)
 	}
+	if _, _, _, leading := leadingEnvelope(sealed); leading {
+		// As sealing wrote it before: the envelope last.
+		last := trailingLayout(t, sealed)
+		if _, _, ok := trailingEnvelope(last); !ok {
+			t.Fatalf("%s: no trailing envelope", last)
+		}
+		lastOpened, lastInto := decodeBothWays(t, s, eventType, last)
+		if diff := cmp.Diff(opened, lastOpened); diff != "" {
+			t.Errorf("%s: opened with its envelope last differs (-first +last):\n%s", sealed, diff)
+		}
+		if diff := cmp.Diff(into, lastInto); diff != "" {
+			t.Errorf("%s: OpenInto with its envelope last differs (-first +last):\n%s", sealed, diff)
+		}
+	}
 	return opened, into
+}
+
+// trailingLayout is sealed, its envelope first as sealing writes it, with
+// its envelope last, as sealing wrote it before: events stored so are read
+// all the same.
+func trailingLayout(t testing.TB, sealed []byte) []byte {
+	t.Helper()
+	_, _, after, ok := leadingEnvelope(sealed)
+	if !ok {
+		t.Fatalf("%s: no envelope first", sealed)
+	}
+	end := len(sealed) - len(after)
+	if string(after) == "}" {
+		return sealed // the envelope alone: first is last
+	}
+	env := sealed[len(`{"pii":`) : end-1] // less the comma after it
+	return []byte("{" + string(after[:len(after)-1]) + `,"pii":` + string(env) + "}")
 }
 
 // Every event type that holds personal fields gives back, sealed then
@@ -295,13 +326,12 @@ func TestOpenIntoLeavesNoValueInItsScratch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		raw, body, ok := envelopeOf(sealed)
 		p := planFor("agent.created", reflect.TypeFor[events.AgentCreated]())
 		var ev events.AgentCreated
-		if !ok || p == nil {
-			t.Fatalf("envelope %v, plan %v", ok, p)
+		if p == nil {
+			t.Fatal("no plan")
 		}
-		if taken, err := s.openInto(ctx, sc, "agent.created", p, sealed, raw, body, &ev); !taken || err != nil {
+		if taken, err := s.openIntoWith(ctx, sc, "agent.created", p, sealed, &ev); !taken || err != nil {
 			t.Fatalf("openInto = %v, %v", taken, err)
 		}
 		if i == 0 && !strings.Contains(string(sc.body)+string(sc.sealed), "MARKER") {
@@ -344,10 +374,11 @@ func FuzzOpenIntoAgreesWithOpen(f *testing.F) {
 func TestTrailingEnvelope(t *testing.T) {
 	s, _ := zeroKeySealer()
 	for _, c := range intoCases {
-		sealed, err := s.Seal(context.Background(), c.eventType, json.RawMessage(c.data), 7)
+		first, err := s.Seal(context.Background(), c.eventType, json.RawMessage(c.data), 7)
 		if err != nil {
 			t.Fatal(err)
 		}
+		sealed := trailingLayout(t, first) // as sealing wrote it before
 		got, _, ok := trailingEnvelope(sealed)
 		if want := topLevelPII(t, sealed); !ok || string(got) != string(want) {
 			t.Errorf("%s: trailingEnvelope = %s, %v; want %s", sealed, got, ok, want)
@@ -411,6 +442,76 @@ func FuzzTrailingEnvelopeIsTheTopLevelMember(f *testing.F) {
 		if closed := string(body) + "}"; !json.Valid([]byte(closed)) {
 			t.Errorf("%s: without its envelope, %s is not JSON", data, closed)
 		}
+	})
+}
+
+// leadingEnvelope finds the "pii" member that sealing wrote first, and
+// nothing that only looks like it.
+func TestLeadingEnvelope(t *testing.T) {
+	s, _ := zeroKeySealer()
+	for _, c := range intoCases {
+		sealed, err := s.Seal(context.Background(), c.eventType, json.RawMessage(c.data), 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkLeadingEnvelope(t, sealed)
+	}
+	for _, data := range []string{
+		`{"s":{"pii":{"sub":"user-7","ct":"AA=="}}}`,         // nested
+		`{"a":1,"pii":{"sub":"user-7","ct":"AA=="}}`,         // not first
+		`{ "pii":{"sub":"user-7","ct":"AA=="}}`,              // spelled otherwise: the scan takes it
+		`{"pii":{"sub":"\u0075ser-7","ct":"AA=="}}`,          // an escape in the subject
+		`{"pii":{"sub":"user-7","ct":"A\"A=="}}`,             // an escaped quote
+		`{"pii":{"sub":"user-7","ct":"A\\"},"a":"=="}`,       // an escaped backslash
+		"{\"pii\":{\"sub\":\"user-7\",\"ct\":\"AA\r\n==\"}}", // a raw CR LF
+		`{"pii":{"sub":"user-7","ct":"AA=="} }`,              // space after
+		`{"pii":{"sub":"user-7","ct":"AA==","x":1}}`,
+		`{"pii":{"sub":"","ct":"AA=="}}`,
+		`{"pii":{"sub":"user-7","ct":"AA=="}`,
+	} {
+		if sub, b64, _, ok := leadingEnvelope([]byte(data)); ok {
+			t.Errorf("%s: leadingEnvelope = %s, %s; want none", data, sub, b64)
+		}
+	}
+}
+
+// checkLeadingEnvelope fails t unless leadingEnvelope reads data's
+// top-level "pii" member, and the members after it are the rest of data.
+func checkLeadingEnvelope(t *testing.T, data []byte) {
+	t.Helper()
+	sub, b64, after, ok := leadingEnvelope(data)
+	if got, want := `{"sub":"`+string(sub)+`","ct":"`+string(b64)+`"}`, topLevelPII(t, data); !ok || got != string(want) {
+		t.Errorf("%s: leadingEnvelope = %s, %v; want %s", data, got, ok, want)
+	}
+	var want, rest map[string]json.RawMessage
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, "pii")
+	if err := json.Unmarshal(append([]byte{'{'}, after...), &rest); err != nil {
+		t.Fatalf("%s: the members after the envelope, {%s: %v", data, after, err)
+	}
+	if diff := cmp.Diff(want, rest); diff != "" {
+		t.Errorf("%s: the members after the envelope differ (-stored +after):\n%s", data, diff)
+	}
+}
+
+// Whatever valid JSON starts as sealing writes the "pii" member, that
+// member is the top level's, and the rest is the object's other members.
+func FuzzLeadingEnvelopeIsTheTopLevelMember(f *testing.F) {
+	for _, seed := range []string{
+		`{"pii":{"sub":"user-7","ct":"AA=="},"a":1}`,
+		`{"pii":{"sub":"user-7","ct":"AA=="}}`,
+		`{"pii":{"sub":"partner-1","ct":""},"a":"\"pii\":{\"sub\":\"user-7\",\"ct\":\"A\"}"}`,
+		`{"pii":{"sub":"0","ct":"\xff"}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		if _, _, _, ok := leadingEnvelope([]byte(data)); !ok || !json.Valid([]byte(data)) || strings.Count(data, `"pii"`) > 1 {
+			return // (a member twice: decoders take the last, this the first; sealing writes one)
+		}
+		checkLeadingEnvelope(t, []byte(data))
 	})
 }
 

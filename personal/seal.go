@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/cipher"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -134,12 +133,17 @@ func (s *Sealer) sealGeneral(ctx context.Context, eventType string, r rule, data
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	env, err := gojson.Marshal(envelope{Subject: subject, Sealed: aead.Seal(nonce, nonce, plain, additional(eventType, subject))})
+	env := appendEnvelope(nil, subject, aead.Seal(nonce, nonce, plain, additional(eventType, subject)))
+	rest, err := gojson.Marshal(top)
 	if err != nil {
 		return nil, err
 	}
-	top[piiMember] = env
-	return gojson.Marshal(top)
+	// The envelope first, as sealMembers writes it.
+	out := append(append([]byte(`{"pii":`), env...), ',')
+	if len(rest) > 2 {
+		return append(out, rest[1:]...), nil
+	}
+	return append(out[:len(out)-1], '}'), nil
 }
 
 // Sealed reports whether data, of eventType, may hold sealed values: a
@@ -150,13 +154,61 @@ func Sealed(eventType string, data []byte) bool {
 	if _, ok := rules[eventType]; !ok {
 		return false
 	}
+	if bytes.HasPrefix(data, leadingPII) {
+		return true
+	}
 	_, _, ok := trailingEnvelope(data)
 	return ok || bytes.Contains(data, piiKey)
 }
 
+// leadingPII starts a sealed event as sealing writes it: its "pii" member
+// first, where readers find it without reading past it.
+var leadingPII = append(append([]byte(`{`), piiKey...), envelopeStart...)
+
+// leadingEnvelope reads the "pii" member of data that starts with it as
+// sealing writes it: `{"pii":{"sub":"user-7","ct":"<base64>"},<the other
+// members>}`. It returns the subject, the base64 text, and after: the other
+// members and the object's closing brace (`"a":1}`, or `}` for none). Read
+// forwards, where the member used to be found backwards from the end of the
+// event (trailingEnvelope): the base64 holds no quote, so the first one
+// ends it. False for anything else, and for a raw CR or LF in the base64
+// (JSON refuses them in a string, base64 would skip them): the scan or
+// go-json decides those.
+func leadingEnvelope(data []byte) (sub, b64, after []byte, ok bool) {
+	rest, ok := bytes.CutPrefix(data, leadingPII)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	j := 0
+	for j < len(rest) && subjectChar(rest[j]) {
+		j++
+	}
+	sub = rest[:j]
+	if b64, ok = bytes.CutPrefix(rest[j:], subjectEnd); !ok || j == 0 {
+		return nil, nil, nil, false
+	}
+	k := bytes.IndexByte(b64, '"')
+	if k < 0 {
+		return nil, nil, nil, false
+	}
+	b64, tail := b64[:k], b64[k:] // `"},...` or `"}}`
+	if len(tail) < 3 || tail[1] != '}' ||
+		bytes.IndexByte(b64, '\\') >= 0 || bytes.IndexByte(b64, '\r') >= 0 || bytes.IndexByte(b64, '\n') >= 0 {
+		return nil, nil, nil, false
+	}
+	switch {
+	case tail[2] == ',':
+		return sub, b64, tail[3:], true
+	case len(tail) == 3 && tail[2] == '}':
+		return sub, b64, tail[2:], true
+	}
+	return nil, nil, nil, false
+}
+
 // trailingEnvelope returns the "pii" member's value, and where the member
 // starts (after the comma or brace before it), when data ends with it as
-// sealMembers writes it, the last member:
+// sealMembers wrote it before it wrote it first (leadingEnvelope), the last
+// member:
 // `,"pii":{"sub":"user-7","ct":"<base64>"}}`. It reads the envelope alone,
 // backwards, where a replay would otherwise scan the whole event for it.
 //
@@ -341,9 +393,8 @@ func parseEnvelope(raw []byte) (subject string, sealed []byte, err error) {
 // storage when it is large enough.
 func parseEnvelopeInto(dst, raw []byte) (subject string, sealed []byte, err error) {
 	if sub, b64, ok := envelopeParts(raw); ok {
-		sealed = slices.Grow(dst[:0], base64.StdEncoding.DecodedLen(len(b64)))[:base64.StdEncoding.DecodedLen(len(b64))]
-		if n, err := fastBase64.Decode(sealed, b64); err == nil {
-			return string(sub), sealed[:n], nil
+		if sealed, ok := decodeBase64(dst, b64); ok {
+			return string(sub), sealed, nil
 		}
 	}
 	var env envelope
@@ -351,6 +402,15 @@ func parseEnvelopeInto(dst, raw []byte) (subject string, sealed []byte, err erro
 		return "", nil, err
 	}
 	return env.Subject, env.Sealed, nil
+}
+
+// decodeBase64 decodes b64 into dst's storage when it is large enough; false
+// for text that is not base64.
+func decodeBase64(dst, b64 []byte) ([]byte, bool) {
+	n := fastBase64.DecodedLen(len(b64))
+	out := slices.Grow(dst[:0], n)[:n]
+	n, err := fastBase64.Decode(out, b64)
+	return out[:n], err == nil
 }
 
 // envelopeParts splits an envelope spelled as appendEnvelope spells it into
@@ -429,10 +489,13 @@ func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data
 	}
 	sealed = aead.Seal(sealed, sealed, plain, appendAdditional(sc.ad[:0], eventType, subject))
 	sc.plain, sc.out, sc.sealed = plain, out, sealed
-	// The result is the one allocation, of its exact size.
-	size := len(out) + len(`,"pii":{"sub":"`) + len(subject) + len(`","ct":""}}`) + base64.StdEncoding.EncodedLen(len(sealed))
-	result := appendMember(append(make([]byte, 0, size), out...), []byte(piiMember), nil)
-	result = appendEnvelope(result, subject, sealed)
+	// The result is the one allocation, of its exact size: the envelope
+	// first (see leadingEnvelope), then the other members (out is open).
+	size := len(out) + len(`{"pii":{"sub":"`) + len(subject) + len(`","ct":""},}`) + fastBase64.EncodedLen(len(sealed))
+	result := appendEnvelope(append(make([]byte, 0, size), `{"pii":`...), subject, sealed)
+	if len(out) > 1 {
+		result = append(append(result, ','), out[1:]...)
+	}
 	return append(result, '}'), true, nil
 }
 
@@ -578,12 +641,14 @@ func (s *Sealer) prefetch(ctx context.Context, subjects []string) error {
 // (Open goes the general way, and asks for its key itself). A subject here
 // is only a hint of which keys to load: Open reads the envelope itself.
 func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []member) {
+	if rest, ok := bytes.CutPrefix(data, leadingPII); ok {
+		if j := bytes.IndexByte(rest, '"'); j > 0 {
+			return appendSubject(subjects, rest[:j]), ms
+		}
+	}
 	if env, _, ok := trailingEnvelope(data); ok {
 		sub, _, _ := envelopeParts(env)
-		if n := len(subjects); n > 0 && subjects[n-1] == string(sub) {
-			return subjects, ms // a subject's events come in runs: one will do
-		}
-		return append(subjects, string(sub)), ms
+		return appendSubject(subjects, sub), ms
 	}
 	if i := bytes.Index(data, piiEnvelope); i >= 0 {
 		rest := data[i+len(piiEnvelope):]
@@ -612,6 +677,15 @@ func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []me
 		}
 	}
 	return subjects, ms
+}
+
+// appendSubject appends sub to subjects unless it is the last one: a
+// subject's events come in runs, and one will do.
+func appendSubject(subjects []string, sub []byte) []string {
+	if n := len(subjects); n > 0 && subjects[n-1] == string(sub) {
+		return subjects
+	}
+	return append(subjects, string(sub))
 }
 
 // piiEnvelope starts the "pii" member as sealMembers writes it.
