@@ -3,10 +3,10 @@ package personal_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"testing"
 
+	"lectern/benchlog"
 	"lectern/events"
 	"lectern/personal"
 )
@@ -103,7 +103,8 @@ func BenchmarkDecodeLog(b *testing.B) {
 	}
 	var log []stored
 	for user := int64(1); user <= 500; user++ {
-		for _, e := range userEvents(user) {
+		for _, le := range benchlog.UserEvents(user) {
+			e := le.Event
 			clear, err := json.Marshal(e)
 			if err != nil {
 				b.Fatal(err)
@@ -142,36 +143,4 @@ func BenchmarkDecodeLog(b *testing.B) {
 func newOf(e events.Event) func() any {
 	t := reflect.TypeOf(e)
 	return func() any { return reflect.New(t).Interface() }
-}
-
-// userEvents are the replay bench's events of a user.
-func userEvents(id int64) []events.Event {
-	prompt := "You are a patient tutor."
-	temp := 0.7
-	settings := events.SessionSettings{SettingID: id, StylePreset: "accurate", StyleParams: json.RawMessage(`{}`),
-		GenerationParams: events.GenerationParams{Temperature: &temp},
-		AgentSnapshot:    &events.AgentSnapshot{AgentID: id, Name: "Tutor", SystemPrompt: prompt}}
-	turn := func(n int) events.SessionTurnRecorded {
-		t := events.SessionTurnRecorded{SessionID: id, Turn: n, PromptText: fmt.Sprintf("Question %d of user %d?", n, id),
-			Messages: []events.ChatMessage{{Role: "system", Content: prompt}, {Role: "user", Content: "Question?"}}}
-		for m, name := range []string{"echo", "echo-reverse"} {
-			t.Results = append(t.Results, events.TurnResult{SessionModelID: id*2 + int64(m), ModelID: int64(m + 1), ModelName: name,
-				Provider: "offline", ResponseID: (id*8+int64(n))*2 + int64(m), ResponseText: "An answer of a few words.",
-				TokenUsage: events.TokenUsage{PromptTokens: 20, CompletionTokens: 6, TotalTokens: 26}, LatencyMS: 40, Attempts: 1,
-				IsPrimary: m == 0})
-		}
-		return t
-	}
-	creative := settings
-	creative.StylePreset = "creative"
-	return []events.Event{
-		events.UserSignedUp{UserID: id, Email: fmt.Sprintf("u%d@example.com", id), Name: "User", Roles: []string{"user"}},
-		events.AgentCreated{AgentID: id, OwnerID: id, Name: "Tutor", SystemPrompt: prompt, IsActive: true},
-		events.AgentUpdated{AgentID: id, Name: "Patient tutor", SystemPrompt: prompt, IsActive: true, Changed: []string{"name"}},
-		events.FewShotCreated{ExampleID: id, UserID: id, InputText: "2+2?", OutputText: "4", Meta: json.RawMessage(`{}`), IsActive: true},
-		events.SessionStarted{SessionID: id, UserID: id, KnowledgeIDs: []int64{}, Settings: settings},
-		turn(1), turn(2),
-		events.SessionSettingsUpdated{SessionID: id, Settings: creative},
-		turn(3), turn(4),
-	}
 }

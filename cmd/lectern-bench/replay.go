@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"lectern/events"
+	"lectern/benchlog"
 	"lectern/eventstore"
 	"lectern/pgtest"
 	"lectern/projections"
@@ -131,52 +131,15 @@ func fillLogFrom(ctx context.Context, pool *pgxpool.Pool, have, n int, seal func
 }
 
 func userEvents(id int64, at time.Time) ([][]any, error) {
-	prompt := "You are a patient tutor."
-	temp := 0.7
-	settings := events.SessionSettings{SettingID: id, StylePreset: "accurate", StyleParams: json.RawMessage(`{}`),
-		GenerationParams: events.GenerationParams{Temperature: &temp},
-		AgentSnapshot:    &events.AgentSnapshot{AgentID: id, Name: "Tutor", SystemPrompt: prompt}}
-	turn := func(n int) events.SessionTurnRecorded {
-		t := events.SessionTurnRecorded{SessionID: id, Turn: n, PromptText: fmt.Sprintf("Question %d of user %d?", n, id),
-			Messages: []events.ChatMessage{{Role: "system", Content: prompt}, {Role: "user", Content: "Question?"}}}
-		for m, name := range []string{"echo", "echo-reverse"} {
-			t.Results = append(t.Results, events.TurnResult{SessionModelID: id*2 + int64(m), ModelID: int64(m + 1), ModelName: name,
-				Provider: "offline", ResponseID: (id*8+int64(n))*2 + int64(m), ResponseText: "An answer of a few words.",
-				TokenUsage: events.TokenUsage{PromptTokens: 20, CompletionTokens: 6, TotalTokens: 26}, LatencyMS: 40, Attempts: 1,
-				IsPrimary: m == 0})
-		}
-		return t
-	}
-	creative := settings
-	creative.StylePreset = "creative"
-	type ev struct {
-		stream  string
-		version int64
-		e       events.Event
-	}
-	evs := []ev{
-		{eventstore.StreamName("user", id), 1, events.UserSignedUp{UserID: id, Email: fmt.Sprintf("u%d@example.com", id), Name: "User",
-			Roles: []string{"user"}}},
-		{eventstore.StreamName("agent", id), 1, events.AgentCreated{AgentID: id, OwnerID: id, Name: "Tutor", SystemPrompt: prompt, IsActive: true}},
-		{eventstore.StreamName("agent", id), 2, events.AgentUpdated{AgentID: id, Name: "Patient tutor", SystemPrompt: prompt, IsActive: true,
-			Changed: []string{"name"}}},
-		{eventstore.StreamName("fewshot", id), 1, events.FewShotCreated{ExampleID: id, UserID: id, InputText: "2+2?", OutputText: "4",
-			Meta: json.RawMessage(`{}`), IsActive: true}},
-		{eventstore.StreamName("session", id), 1, events.SessionStarted{SessionID: id, UserID: id, KnowledgeIDs: []int64{}, Settings: settings}},
-		{eventstore.StreamName("session", id), 2, turn(1)},
-		{eventstore.StreamName("session", id), 3, turn(2)},
-		{eventstore.StreamName("session", id), 4, events.SessionSettingsUpdated{SessionID: id, Settings: creative}},
-		{eventstore.StreamName("session", id), 5, turn(3)},
-		{eventstore.StreamName("session", id), 6, turn(4)},
-	}
+	evs := benchlog.UserEvents(id)
 	rows := make([][]any, len(evs))
 	for i, e := range evs {
-		data, err := json.Marshal(e.e)
+		data, err := json.Marshal(e.Event)
 		if err != nil {
 			return nil, err
 		}
-		rows[i] = []any{uuid.New(), string(data), `{"user_id":` + fmt.Sprint(id) + `}`, e.stream, e.version, e.e.EventType(),
-			e.e.SchemaVersion(), at.Add(time.Duration(i) * time.Millisecond)}
+		rows[i] = []any{uuid.New(), string(data), `{"user_id":` + fmt.Sprint(id) + `}`, e.Stream, e.Version, e.Event.EventType(),
+			e.Event.SchemaVersion(), at.Add(time.Duration(i) * time.Millisecond)}
 	}
 	return rows, nil
 }
