@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,8 +20,10 @@ import (
 
 // Keys are the subjects' data keys, in PostgreSQL (subject_keys), each
 // wrapped (AES-256-GCM) by the master key, LECTERN_DATA_KEY. Unwrapped keys
-// are cached for CacheTTL: an erasure on this process takes effect at once,
-// one on another replica within CacheTTL.
+// are cached for CacheTTL. An erasure on this process takes effect at once;
+// one on another replica as soon as its notification (ErasuresChannel)
+// reaches this one and Forget drops the key, and within CacheTTL if it is
+// never heard.
 type Keys struct {
 	db     *pgxpool.Pool
 	master cipher.AEAD
@@ -37,7 +40,15 @@ type Keys struct {
 	cache  sync.Map
 	mu     sync.Mutex
 	cached int // entries in cache, under mu
+	// forgotten counts Forget's calls: a key loaded before one is not
+	// cached after it (it may be the key Forget was told is erased).
+	forgotten atomic.Uint64
 }
+
+// ErasuresChannel is the PostgreSQL notification channel on which Erase
+// names the subject it erased, when its erasure commits: every process
+// listening drops its cached key at once (service wires it to Forget).
+const ErasuresChannel = "lectern_erasures"
 
 type cachedKey struct {
 	aead    cipher.AEAD // nil: erased (a tombstone, which never changes)
@@ -121,6 +132,7 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 		ctx, cancel = context.WithTimeout(ctx, lookupTimeout)
 		defer cancel()
 	}
+	since := k.forgotten.Load()
 	wrapped, err := k.load(ctx, subject)
 	if errors.Is(err, pgx.ErrNoRows) && create {
 		wrapped, err = k.create(ctx, subject)
@@ -132,14 +144,14 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 		return nil, err
 	}
 	if wrapped == nil {
-		k.remember(subject, nil) // erased: a tombstone, cached for good
+		k.remember(subject, nil, since) // erased: a tombstone, cached for good
 		return nil, ErrErased
 	}
 	aead, err := k.unwrap(subject, wrapped)
 	if err != nil {
 		return nil, err
 	}
-	k.remember(subject, aead)
+	k.remember(subject, aead, since)
 	return aead, nil
 }
 
@@ -174,12 +186,14 @@ func (k *Keys) unwrapRaw(subject string, wrapped []byte) (raw []byte, byPrevious
 	return raw, false, nil
 }
 
-// remember caches subject's key (nil: erased). A tombstone stays: a key
-// loaded just before an Erase of this process must not be cached after it.
-func (k *Keys) remember(subject string, aead cipher.AEAD) {
+// remember caches subject's key (nil: erased), loaded when Forget had been
+// called since times. A tombstone stays: a key loaded just before an Erase
+// of this process must not be cached after it; nor a key loaded before a
+// Forget (another process's erasure may have committed after the load).
+func (k *Keys) remember(subject string, aead cipher.AEAD, since uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if c, ok := k.lookup(subject); ok && c.aead == nil {
+	if c, ok := k.lookup(subject); ok && c.aead == nil || aead != nil && k.forgotten.Load() != since {
 		return
 	}
 	k.storeLocked(subject, &cachedKey{aead: aead, fetched: k.now()})
@@ -226,6 +240,7 @@ func (k *Keys) Prefetch(ctx context.Context, subjects []string) error {
 	if len(missing) == 0 {
 		return nil
 	}
+	since := k.forgotten.Load()
 	rows, err := k.db.Query(ctx, `SELECT subject, wrapped FROM subject_keys WHERE subject = ANY($1)`, missing)
 	if err != nil {
 		return err
@@ -238,11 +253,11 @@ func (k *Keys) Prefetch(ctx context.Context, subjects []string) error {
 			return err
 		}
 		if wrapped == nil {
-			k.remember(subject, nil) // erased
+			k.remember(subject, nil, since) // erased
 			continue
 		}
 		if aead, err := k.unwrap(subject, wrapped); err == nil {
-			k.remember(subject, aead)
+			k.remember(subject, aead, since)
 		} // else Key, asked for it, says what is wrong
 	}
 	return rows.Err()
@@ -293,12 +308,37 @@ func (k *Keys) wrap(subject string, raw []byte) ([]byte, error) {
 // made for it: every sealed value of the subject, in every event, reads as
 // its placeholder from now on.
 func (k *Keys) Erase(ctx context.Context, subject string) error {
-	if _, err := k.db.Exec(ctx, `INSERT INTO subject_keys (subject, wrapped, erased_at) VALUES ($1, NULL, now())
-		ON CONFLICT (subject) DO UPDATE SET wrapped = NULL, erased_at = COALESCE(subject_keys.erased_at, now())`, subject); err != nil {
+	// The notification goes out when the erasure commits (ErasuresChannel).
+	if _, err := k.db.Exec(ctx, `WITH erased AS (
+			INSERT INTO subject_keys (subject, wrapped, erased_at) VALUES ($1, NULL, now())
+			ON CONFLICT (subject) DO UPDATE SET wrapped = NULL, erased_at = COALESCE(subject_keys.erased_at, now())
+			RETURNING subject)
+		SELECT pg_notify($2, subject) FROM erased`, subject, ErasuresChannel); err != nil {
 		return fmt.Errorf("personal: erase %s: %w", subject, err)
 	}
 	k.mu.Lock()
 	k.storeLocked(subject, &cachedKey{fetched: k.now()}) // a tombstone: see remember
 	k.mu.Unlock()
 	return nil
+}
+
+// Forget drops subject's cached key, which another process erased: the
+// next look-up asks the database. A tombstone goes too (it is found again).
+func (k *Keys) Forget(subject string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.forgotten.Add(1)
+	if _, loaded := k.cache.LoadAndDelete(subject); loaded {
+		k.cached--
+	}
+}
+
+// ForgetAll drops every cached key: erasures may have gone unheard (the
+// listener was not listening).
+func (k *Keys) ForgetAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.forgotten.Add(1)
+	k.cache.Clear()
+	k.cached = 0
 }

@@ -20,13 +20,13 @@ func TestKeyCacheIsBounded(t *testing.T) {
 	}
 	subject := func(i int) string { return "user-" + strconv.Itoa(i) }
 	for i := range maxCached {
-		k.remember(subject(i), aead)
+		k.remember(subject(i), aead, k.forgotten.Load())
 	}
-	k.remember(subject(0), aead) // cached already: not one more
+	k.remember(subject(0), aead, k.forgotten.Load()) // cached already: not one more
 	if _, ok := k.lookup(subject(0)); !ok || k.cached != maxCached {
 		t.Fatalf("after %d keys and one again: %d cached, the first cached %v", maxCached, k.cached, ok)
 	}
-	k.remember(subject(maxCached), aead)
+	k.remember(subject(maxCached), aead, k.forgotten.Load())
 	if k.cached != 1 {
 		t.Errorf("after one key more than the cache holds: %d cached, want 1 (it starts afresh)", k.cached)
 	}
@@ -49,7 +49,7 @@ func TestKeyCacheReadersBesideWriters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.remember("user-1", aead)
+	k.remember("user-1", aead, k.forgotten.Load())
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
@@ -64,11 +64,11 @@ func TestKeyCacheReadersBesideWriters(t *testing.T) {
 	wg.Go(func() {
 		for i := range 10_000 {
 			s := "user-" + strconv.Itoa(i+2)
-			k.remember(s, aead)
+			k.remember(s, aead, k.forgotten.Load())
 			k.mu.Lock()
 			k.storeLocked(s, &cachedKey{}) // a tombstone, as Erase leaves
 			k.mu.Unlock()
-			k.remember(s, aead) // does not replace it
+			k.remember(s, aead, k.forgotten.Load()) // does not replace it
 			if c, _ := k.lookup(s); c.aead != nil {
 				t.Errorf("%s: a key replaced its tombstone", s)
 				return
@@ -76,4 +76,36 @@ func TestKeyCacheReadersBesideWriters(t *testing.T) {
 		}
 	})
 	wg.Wait()
+}
+
+// A key loaded before a Forget (another replica's erasure, heard while the
+// load was under way) is not cached after it; a tombstone is, and a key
+// loaded after it too.
+func TestAKeyLoadedBeforeAForgetIsNotCached(t *testing.T) {
+	k, err := NewKeys(nil, make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := newAEAD(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := k.forgotten.Load()
+	k.Forget("user-1")
+	k.remember("user-1", aead, before)
+	if _, ok := k.lookup("user-1"); ok {
+		t.Error("a key loaded before the Forget was cached")
+	}
+	k.remember("user-2", nil, before)
+	if c, ok := k.lookup("user-2"); !ok || c.aead != nil {
+		t.Error("a tombstone loaded before the Forget was not cached")
+	}
+	k.remember("user-1", aead, k.forgotten.Load())
+	if c, ok := k.lookup("user-1"); !ok || c.aead != aead {
+		t.Error("a key loaded after the Forget was not cached")
+	}
+	k.ForgetAll()
+	if _, ok := k.lookup("user-1"); ok || k.cached != 0 {
+		t.Errorf("ForgetAll left user-1 (%d cached)", k.cached)
+	}
 }

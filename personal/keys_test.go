@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"lectern/personal"
 	"lectern/pgtest"
 	"lectern/poll"
+	"lectern/projections"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -283,5 +285,59 @@ func TestScanAllLoadsKeysWithOneStatement(t *testing.T) {
 	}
 	if got := counter.n.Load(); got != 1 {
 		t.Errorf("the scan of %d subjects' events read subject_keys with %d statements, want 1", users, got)
+	}
+}
+
+// An erasure on one replica reaches the others' key caches when it commits,
+// through its notification: they read placeholders at once, not after
+// CacheTTL. A replica forgets every key when its listener starts listening
+// (again): what was erased meanwhile was not heard.
+func TestErasureReachesOtherReplicasAtOnce(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Fresh(t)
+	master := masterKey(t)
+	a, _ := personal.NewKeys(db, master)
+	b, _ := personal.NewKeys(db, master) // another replica, with its listener
+	for _, subject := range []string{"user-7", "user-8", "user-9"} {
+		if _, err := a.Key(ctx, subject, true); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Key(ctx, subject, false); err != nil { // cached by b for CacheTTL
+			t.Fatal(err)
+		}
+	}
+	// Erased before b listens: unheard.
+	if err := a.Erase(ctx, "user-9"); err != nil {
+		t.Fatal(err)
+	}
+	listener := projections.NewListener(db, slog.New(slog.DiscardHandler))
+	listener.OnNotify(personal.ErasuresChannel, b.Forget, b.ForgetAll)
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go listener.Run(lctx)
+	poll.Must(t, 10*time.Second, "the listener listens", listener.Live)
+	if _, err := b.Key(ctx, "user-9", false); !errors.Is(err, personal.ErrErased) {
+		t.Errorf("user-9, erased before the listener listened: %v, want erased", err)
+	}
+
+	for _, subject := range []string{"user-7", "user-8"} {
+		if _, err := b.Key(ctx, subject, false); err != nil { // cached again, for CacheTTL
+			t.Fatal(err)
+		}
+	}
+	erasedAt := time.Now()
+	if err := a.Erase(ctx, "user-7"); err != nil {
+		t.Fatal(err)
+	}
+	// Well within CacheTTL: the cached key went with the notification.
+	erased := poll.Until(personal.CacheTTL/2, func() bool {
+		_, err := b.Key(ctx, "user-7", false)
+		return errors.Is(err, personal.ErrErased)
+	})
+	if !erased || time.Since(erasedAt) >= personal.CacheTTL/2 {
+		t.Fatalf("the other replica still opened user-7's data %v after the erasure", time.Since(erasedAt))
+	}
+	if _, err := b.Key(ctx, "user-8", false); err != nil {
+		t.Errorf("user-8's key, erased by no one: %v", err)
 	}
 }

@@ -31,9 +31,29 @@ type Listener struct {
 	mu        sync.Mutex
 	wakers    []*waker
 	positions map[string]eventstore.Position
-	changed   chan struct{} // closed and replaced whenever positions change
-	live      atomic.Bool   // the LISTEN connection is up
-	esdb      bool          // positions are EventStoreDB's (esdb_checkpoints)
+	changed   chan struct{}             // closed and replaced whenever positions change
+	live      atomic.Bool               // the LISTEN connection is up
+	esdb      bool                      // positions are EventStoreDB's (esdb_checkpoints)
+	others    map[string]channelHandler // OnNotify's, by channel; set before Run
+}
+
+// channelHandler is what OnNotify was given for a channel.
+type channelHandler struct {
+	notify func(payload string)
+	resync func()
+}
+
+// OnNotify makes the listener LISTEN on channel too, call notify with each
+// notification's payload, and call resync each time it starts listening
+// (again): what was sent while it was not was not heard. Call it before
+// Run.
+func (l *Listener) OnNotify(channel string, notify func(payload string), resync func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.others == nil {
+		l.others = map[string]channelHandler{}
+	}
+	l.others[channel] = channelHandler{notify, resync}
 }
 
 // Live reports whether the LISTEN connection is up.
@@ -153,10 +173,20 @@ func (l *Listener) listen(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	for _, ch := range []string{postgres.EventsChannel, postgres.PositionsChannel} {
-		if _, err := conn.Exec(ctx, "LISTEN "+ch); err != nil {
+	l.mu.Lock()
+	others := l.others
+	l.mu.Unlock()
+	channels := []string{postgres.EventsChannel, postgres.PositionsChannel}
+	for ch := range others {
+		channels = append(channels, ch)
+	}
+	for _, ch := range channels {
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
 			return err
 		}
+	}
+	for _, h := range others {
+		h.resync()
 	}
 	// Anything committed while we were not listening: catch up.
 	if err := l.Refresh(ctx); err != nil {
@@ -176,6 +206,10 @@ func (l *Listener) listen(ctx context.Context) error {
 			group, cursor, ok := strings.Cut(n.Payload, " ")
 			if pos, err := eventstore.ParsePosition(cursor); ok && err == nil {
 				l.advance(group, pos)
+			}
+		default:
+			if h, ok := others[n.Channel]; ok {
+				h.notify(n.Payload)
 			}
 		}
 	}

@@ -294,6 +294,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	registry := registryFor(sealer)
 	listener := projections.NewListener(cfg.Pool, cfg.Logger)
+	if keys != nil {
+		// Another replica's erasure drops the key cached here at once.
+		listener.OnNotify(personal.ErasuresChannel, keys.Forget, keys.ForgetAll)
+	}
 	m := metrics.New()
 	es, pg, err := openStore(context.Background(), cfg)
 	if err != nil {
