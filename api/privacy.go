@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"time"
 
@@ -144,8 +146,8 @@ type personalExportJSON struct {
 	Enrollments        []enrollmentJSON       `json:"enrollments"`
 	PartnerRecords     []partnerJSON          `json:"partner_records"`
 	PromotionRequests  []promotionJSON        `json:"promotion_requests"`
-	SentMessages       []sentMessagesJSON     `json:"sent_messages"`
 	RateLimitRecords   []rateRecordJSON       `json:"rate_limit_records"`
+	// sent_messages follows, written a session at a time (exportMe).
 }
 
 type sentMessagesJSON struct {
@@ -192,8 +194,7 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 	}
 	out := personalExportJSON{ExportedAt: ts(time.Now()), Agents: []agentJSON{}, FewShotExamples: []fewShotJSON{},
 		PracticeSessions: []practiceSessionJSON{}, KnowledgeDocuments: []personalDocumentJSON{}, Enrollments: []enrollmentJSON{},
-		PartnerRecords: []partnerJSON{}, PromotionRequests: []promotionJSON{}, SentMessages: []sentMessagesJSON{},
-		RateLimitRecords: []rateRecordJSON{}}
+		PartnerRecords: []partnerJSON{}, PromotionRequests: []promotionJSON{}, RateLimitRecords: []rateRecordJSON{}}
 	partnerIDs, err := q.PartnerIDsOfUser(ctx, id)
 	if err != nil {
 		return err
@@ -227,17 +228,6 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 			return err
 		}
 		out.PracticeSessions = append(out.PracticeSessions, sessionDetailFromRow(d))
-		sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
-		if err != nil {
-			return err
-		}
-		for _, t := range sent {
-			messages := t.Messages
-			if messages == nil {
-				messages = []events.ChatMessage{}
-			}
-			out.SentMessages = append(out.SentMessages, sentMessagesJSON{SessionID: ps.ID, Turn: t.Turn, Messages: messages})
-		}
 	}
 	docs, err := allPages(func(p queries.Page) (queries.List[queries.KnowledgeDocument], error) {
 		return q.KnowledgeDocuments(ctx, id, p)
@@ -290,7 +280,41 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 		}
 		out.RateLimitRecords = append(out.RateLimitRecords, rateRecordJSON{Kind: r.Kind, ClientAddress: r.ClientAddress, Times: times})
 	}
+	head, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
 	w.Header().Set("Content-Disposition", `attachment; filename="lectern-export.json"`)
-	writeJSON(w, http.StatusOK, out)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	// The messages each turn sent repeat the session's history turn after
+	// turn: they are read and written a session at a time, not gathered.
+	_, _ = w.Write(head[:len(head)-1])
+	_, _ = io.WriteString(w, `,"sent_messages":[`)
+	first := true
+	for _, ps := range sessions {
+		sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
+		if err != nil {
+			// The answer is under way: the client sees it cut short.
+			s.deps.Logger.Error("export: read a session's messages", "session_id", ps.ID, "error", err, "request_id", requestID(ctx))
+			panic(http.ErrAbortHandler)
+		}
+		for _, t := range sent {
+			messages := t.Messages
+			if messages == nil {
+				messages = []events.ChatMessage{}
+			}
+			turn, err := json.Marshal(sentMessagesJSON{SessionID: ps.ID, Turn: t.Turn, Messages: messages})
+			if err != nil {
+				panic(http.ErrAbortHandler)
+			}
+			if !first {
+				_, _ = io.WriteString(w, ",")
+			}
+			first = false
+			_, _ = w.Write(turn)
+		}
+	}
+	_, _ = io.WriteString(w, "]}")
 	return nil
 }
