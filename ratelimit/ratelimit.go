@@ -69,8 +69,6 @@ func New(db *pgxpool.Pool, now func() time.Time) *Limiter {
 	return &Limiter{db: db, now: now}
 }
 
-// PostgreSQL keeps microseconds: times and intervals are rounded to them in
-// Go, so that what is stored is what was computed.
 // KeyedBy is the SQL condition that a bucket is keyed by $1 (an e-mail
 // address): it ends with it after a bucket's separator
 // ("login-fail:<key>", "login-ok:<client> <key>"), not with another key
@@ -78,6 +76,8 @@ func New(db *pgxpool.Pool, now func() time.Time) *Limiter {
 // deletes these buckets, and the export shows them.
 const KeyedBy = `right(bucket, length($1) + 1) IN (':' || $1, ' ' || $1)`
 
+// PostgreSQL keeps microseconds: times and intervals are rounded to them in
+// Go, so that what is stored is what was computed.
 func (l *Limiter) clock() time.Time { return l.now().UTC().Truncate(time.Microsecond) }
 
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }

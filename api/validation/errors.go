@@ -172,13 +172,13 @@ var messages = map[string]string{
 	"model_attributes_type":      "Input should be a valid dictionary or object to extract fields from",
 }
 
-// newError builds an error of a context-free type.
 // UnicodeError is pydantic's string_unicode: s is not UTF-8 (its input is
 // shown with each bad byte replaced).
 func UnicodeError(loc []any, s string) ErrorItem {
 	return newError("string_unicode", loc, strings.ToValidUTF8(s, "\ufffd"))
 }
 
+// newError builds an error of a context-free type.
 func newError(typ string, loc []any, input any) ErrorItem {
 	msg, ok := messages[typ]
 	if !ok {
