@@ -133,17 +133,23 @@ func (s *Sealer) sealGeneral(ctx context.Context, eventType string, r rule, data
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	env := appendEnvelope(nil, subject, aead.Seal(nonce, nonce, plain, additional(eventType, subject)))
 	rest, err := gojson.Marshal(top)
 	if err != nil {
 		return nil, err
 	}
-	// The envelope first, as sealMembers writes it.
-	out := append(append([]byte(`{"pii":`), env...), ',')
-	if len(rest) > 2 {
-		return append(out, rest[1:]...), nil
+	sealed := aead.Seal(nonce, nonce, plain, additional(eventType, subject))
+	return appendSealedEvent(nil, subject, sealed, rest[1:len(rest)-1]), nil
+}
+
+// appendSealedEvent appends a sealed event to dst: its envelope first (see
+// leadingEnvelope), then members, the text of its other members without
+// the object's braces.
+func appendSealedEvent(dst []byte, subject string, sealed, members []byte) []byte {
+	dst = appendEnvelope(append(dst, `{"pii":`...), subject, sealed)
+	if len(members) > 0 {
+		dst = append(append(dst, ','), members...)
 	}
-	return append(out[:len(out)-1], '}'), nil
+	return append(dst, '}')
 }
 
 // Sealed reports whether data, of eventType, may hold sealed values: a
@@ -489,14 +495,10 @@ func (s *Sealer) sealMembers(ctx context.Context, eventType string, r rule, data
 	}
 	sealed = aead.Seal(sealed, sealed, plain, appendAdditional(sc.ad[:0], eventType, subject))
 	sc.plain, sc.out, sc.sealed = plain, out, sealed
-	// The result is the one allocation, of its exact size: the envelope
-	// first (see leadingEnvelope), then the other members (out is open).
+	// The result is the one allocation, of its exact size (out is the
+	// other members after an opening brace).
 	size := len(out) + len(`{"pii":{"sub":"`) + len(subject) + len(`","ct":""},}`) + fastBase64.EncodedLen(len(sealed))
-	result := appendEnvelope(append(make([]byte, 0, size), `{"pii":`...), subject, sealed)
-	if len(out) > 1 {
-		result = append(append(result, ','), out[1:]...)
-	}
-	return append(result, '}'), true, nil
+	return appendSealedEvent(make([]byte, 0, size), subject, sealed, out[1:]), true, nil
 }
 
 // sealScratch holds what sealMembers writes on the way to its result.
