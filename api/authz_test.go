@@ -91,12 +91,7 @@ func static(p string) func(actors) string { return func(actors) string { return 
 
 func TestAuthorizationOrganisations(t *testing.T) {
 	t.Parallel()
-	pendingRequest := func(t *testing.T, e *env) int64 {
-		u := e.signUp(t)
-		res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "N", "email": u.Email, "org_name": "Org " + uniqueEmail()}, u.Access)
-		wantStatus(t, res, http.StatusCreated)
-		return num(t, res, "request_id")
-	}
+	pendingRequest := func(t *testing.T, e *env) int64 { return e.requestPromotion(t, e.signUp(t), "Org "+uniqueEmail()) }
 	var approveID, rejectID int64
 	e := sharedEnv(t)
 	runAuthz(t, e, newActors(t, e), []authzCase{

@@ -277,6 +277,15 @@ func TestPromotionRequests(t *testing.T) {
 		`{"detail":[{"type":"int_parsing","loc":["path","request_id"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"abc"}]}`)
 }
 
+// requestPromotion has u ask for the partner role in a new organisation
+// named orgName, and returns the request's id.
+func (e *env) requestPromotion(t testing.TB, u user, orgName string) int64 {
+	t.Helper()
+	res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "Applicant", "email": u.Email, "org_name": orgName}, u.Access)
+	wantStatus(t, res, http.StatusCreated)
+	return num(t, res, "request_id")
+}
+
 // Decisions on one request sent at once: one wins, and nothing of the
 // others stays behind. A request left rejected made its requester no
 // partner and no organisation; an approval made one partner.
@@ -288,9 +297,7 @@ func TestPromotionDecisionsDoNotInterleave(t *testing.T) {
 	for range 3 {
 		u := e.signUp(t)
 		orgName := "Raced " + uniqueEmail()
-		res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "R", "email": u.Email, "org_name": orgName}, u.Access)
-		wantStatus(t, res, http.StatusCreated)
-		path := fmt.Sprintf("/admin/partner-promotion-requests/%d/", num(t, res, "request_id"))
+		path := fmt.Sprintf("/admin/partner-promotion-requests/%d/", e.requestPromotion(t, u, orgName))
 		decisions := []struct {
 			action string
 			body   map[string]any
@@ -337,9 +344,7 @@ func TestApprovingAnErasedUsersRequest(t *testing.T) {
 	e := sharedEnv(t)
 	admin := asAdmin(t, e)
 	u := e.signUp(t)
-	res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "G", "email": u.Email, "org_name": "Gone " + uniqueEmail()}, u.Access)
-	wantStatus(t, res, http.StatusCreated)
-	path := fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", num(t, res, "request_id"))
+	path := fmt.Sprintf("/admin/partner-promotion-requests/%d/approve", e.requestPromotion(t, u, "Gone "+uniqueEmail()))
 	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
 	for range 2 { // the second would meet the first's organisation
 		wantDetail(t, e.do(t, "POST", path, map[string]any{"organization": "new"}, admin.Access), http.StatusNotFound,
@@ -362,9 +367,7 @@ func TestPromotionDecisionClaim(t *testing.T) {
 	e := sharedEnv(t)
 	admin := asAdmin(t, e)
 	u := e.signUp(t)
-	res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "C", "email": u.Email, "org_name": "Claimed " + uniqueEmail()}, u.Access)
-	wantStatus(t, res, http.StatusCreated)
-	id := num(t, res, "request_id")
+	id := e.requestPromotion(t, u, "Claimed "+uniqueEmail())
 	path := fmt.Sprintf("/admin/partner-promotion-requests/%d/reject", id)
 	claimAged := func(age string) {
 		t.Helper()
