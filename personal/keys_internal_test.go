@@ -2,6 +2,7 @@ package personal
 
 import (
 	"context"
+	"crypto/cipher"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,14 +11,7 @@ import (
 // The cache holds at most maxCached keys: one more starts it afresh with
 // that one, and a key no longer cached is asked of the database again.
 func TestKeyCacheIsBounded(t *testing.T) {
-	k, err := NewKeys(nil, make([]byte, 32)) // no database: a look-up past the cache would fail
-	if err != nil {
-		t.Fatal(err)
-	}
-	aead, err := newAEAD(make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, aead := cacheOnlyKeys(t)
 	subject := func(i int) string { return "user-" + strconv.Itoa(i) }
 	for i := range maxCached {
 		k.remember(subject(i), aead, k.forgotten.Load())
@@ -41,14 +35,7 @@ func TestKeyCacheIsBounded(t *testing.T) {
 // Readers look keys up while another goroutine caches and erases others
 // (run with -race): the cache is read without a lock.
 func TestKeyCacheReadersBesideWriters(t *testing.T) {
-	k, err := NewKeys(nil, make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	aead, err := newAEAD(make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, aead := cacheOnlyKeys(t)
 	k.remember("user-1", aead, k.forgotten.Load())
 	var wg sync.WaitGroup
 	for range 2 {
@@ -82,14 +69,7 @@ func TestKeyCacheReadersBesideWriters(t *testing.T) {
 // load was under way) is not cached after it; a tombstone is, and a key
 // loaded after it too.
 func TestAKeyLoadedBeforeAForgetIsNotCached(t *testing.T) {
-	k, err := NewKeys(nil, make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
-	aead, err := newAEAD(make([]byte, 32))
-	if err != nil {
-		t.Fatal(err)
-	}
+	k, aead := cacheOnlyKeys(t)
 	before := k.forgotten.Load()
 	k.Forget("user-1")
 	k.remember("user-1", aead, before)
@@ -108,4 +88,19 @@ func TestAKeyLoadedBeforeAForgetIsNotCached(t *testing.T) {
 	if _, ok := k.lookup("user-1"); ok || k.cached != 0 {
 		t.Errorf("ForgetAll left user-1 (%d cached)", k.cached)
 	}
+}
+
+// cacheOnlyKeys is a key store with no database (a look-up past its cache
+// would fail) and a key to cache in it.
+func cacheOnlyKeys(t *testing.T) (*Keys, cipher.AEAD) {
+	t.Helper()
+	k, err := NewKeys(nil, make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	aead, err := newAEAD(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, aead
 }
