@@ -35,6 +35,8 @@ type Listener struct {
 	live      atomic.Bool               // the LISTEN connection is up
 	esdb      bool                      // positions are EventStoreDB's (esdb_checkpoints)
 	others    map[string]channelHandler // OnNotify's, by channel; set before Run
+	listening chan struct{}             // closed once it first listens
+	firstLive sync.Once
 }
 
 // channelHandler is what OnNotify was given for a channel.
@@ -56,6 +58,11 @@ func (l *Listener) OnNotify(channel string, notify func(payload string), resync 
 	l.others[channel] = channelHandler{notify, resync}
 }
 
+// Listening is closed once the listener first listens: every notification
+// sent from then on is heard (or, after a lost connection, followed by a
+// resync).
+func (l *Listener) Listening() <-chan struct{} { return l.listening }
+
 // Live reports whether the LISTEN connection is up.
 func (l *Listener) Live() bool { return l.live.Load() }
 
@@ -76,7 +83,8 @@ func (l *Listener) FollowESDB() {
 
 // NewListener returns a listener; Run starts it.
 func NewListener(pool *pgxpool.Pool, logger *slog.Logger) *Listener {
-	return &Listener{pool: pool, logger: logger, positions: map[string]eventstore.Position{}, changed: make(chan struct{})}
+	return &Listener{pool: pool, logger: logger, positions: map[string]eventstore.Position{}, changed: make(chan struct{}),
+		listening: make(chan struct{})}
 }
 
 // A waker signals one projection's subscriber.
@@ -193,6 +201,7 @@ func (l *Listener) listen(ctx context.Context) error {
 		return err
 	}
 	l.live.Store(true)
+	l.firstLive.Do(func() { close(l.listening) })
 	l.wakeAll()
 	for {
 		n, err := conn.WaitForNotification(ctx)

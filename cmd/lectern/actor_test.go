@@ -26,6 +26,18 @@ func runCLI(t *testing.T, url string, args ...string) {
 // variables over it, and returns what it printed.
 func cli(t *testing.T, url string, env map[string]string, args ...string) (string, error) {
 	t.Helper()
+	cliEnv(t, url, env)
+	var out strings.Builder
+	cmd := root()
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+// cliEnv sets the environment cli runs lectern in.
+func cliEnv(t *testing.T, url string, env map[string]string) {
+	t.Helper()
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("EVENTSTORE_URL", "")
 	t.Setenv("LECTERN_DATA_KEY", strings.Repeat("ab", 32))
@@ -40,12 +52,6 @@ func cli(t *testing.T, url string, env map[string]string, args ...string) (strin
 	for k, v := range env {
 		t.Setenv(k, v)
 	}
-	var out strings.Builder
-	cmd := root()
-	cmd.SetArgs(args)
-	cmd.SetOut(&out)
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), err
 }
 
 // Every event a CLI command appends names the command as its actor:

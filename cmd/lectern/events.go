@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"lectern/eventstore/postgres"
 	"lectern/history"
 	"lectern/personal"
+	"lectern/projections"
 	"lectern/service"
 )
 
@@ -108,19 +110,54 @@ func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error)
 	if err != nil {
 		return nil, nil, err
 	}
-	sealer, pool, err := openSealer(ctx, "the export opens personal fields with it")
+	sealer, keys, pool, err := openSealer(ctx, "the export opens personal fields with it")
 	if err != nil {
 		closeStore()
 		return nil, nil, err
 	}
-	return personal.NewStore(store, sealer), func() { closeStore(); pool.Close() }, nil
+	stopListening := listenForErasures(ctx, pool, keys)
+	return personal.NewStore(store, sealer), func() { stopListening(); closeStore(); pool.Close() }, nil
+}
+
+// erasureListenWait bounds how long an export waits for its erasure
+// listener before it reads without it (keys then expire after
+// personal.CacheTTL, as before).
+const erasureListenWait = 5 * time.Second
+
+// listenForErasures makes keys forget a subject's key as soon as another
+// process's erasure of it commits (personal.ErasuresChannel), as the
+// server's replicas do, until stop is called: an export that runs while a
+// user is erased writes the user's later events with their placeholders,
+// rather than opening them for up to personal.CacheTTL more. It returns
+// once listening (or after erasureListenWait, with a warning on standard
+// error): what keys cached before is forgotten then.
+func listenForErasures(ctx context.Context, pool *pgxpool.Pool, keys *personal.Keys) (stop func()) {
+	log := logger(slog.LevelWarn)
+	l := projections.NewListener(pool, log)
+	l.OnNotify(personal.ErasuresChannel, keys.Forget, keys.ForgetAll)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Run(ctx)
+	}()
+	select {
+	case <-l.Listening():
+	case <-time.After(erasureListenWait):
+		log.Warn("not listening for erasures: keys of users erased during the export expire after the cache's lifetime",
+			"cache", personal.CacheTTL)
+	}
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // openSealer connects to DATABASE_URL and returns a sealer under the master
 // key of personal data (and the previous one, during a rotation) from the
 // environment, and the pool to close: an error, saying why the key is
 // needed, when none is set.
-func openSealer(ctx context.Context, why string) (*personal.Sealer, *pgxpool.Pool, error) {
+func openSealer(ctx context.Context, why string) (*personal.Sealer, *personal.Keys, *pgxpool.Pool, error) {
 	e, err := readEnv(false)
 	var key, previous []byte
 	if err == nil {
@@ -130,18 +167,18 @@ func openSealer(ctx context.Context, why string) (*personal.Sealer, *pgxpool.Poo
 		err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: " + why)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pool, err := connectEnv(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	keys, err := personal.NewRotatingKeys(pool, key, previous)
 	if err != nil {
 		pool.Close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return personal.NewSealer(keys), pool, nil
+	return personal.NewSealer(keys), keys, pool, nil
 }
 
 // openEventStore opens the event store the service runs on: EventStoreDB
@@ -249,7 +286,7 @@ func sealCmd() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			sealer, pool, err := openSealer(ctx, "sealing needs it")
+			sealer, _, pool, err := openSealer(ctx, "sealing needs it")
 			if err != nil {
 				return err
 			}
