@@ -73,6 +73,7 @@ func (s *Store) open(ctx context.Context, evs []eventstore.RecordedEvent) error 
 		}
 	}
 	for i := range evs {
+		s.sealer.forgetIfErasure(evs[i].Type, evs[i].Data) // see Opening
 		data, err := s.sealer.Open(ctx, evs[i].Type, evs[i].Data)
 		if err != nil {
 			return fmt.Errorf("event %s of %s: %w", evs[i].ID, evs[i].StreamID, err)
@@ -114,6 +115,7 @@ func (s *Store) ScanAll(ctx context.Context, after, end eventstore.Position, lim
 	_, err := sc.ScanAll(ctx, after, end, limit, func(e *eventstore.RawEvent) error {
 		sealed := Sealed(string(e.Type), e.Data)
 		if !sealed && len(b.evs) == 0 { // Open would return it as it is
+			b.sealer.forgetIfErasure(string(e.Type), e.Data)
 			b.passed++
 			return fn(e)
 		}
@@ -197,6 +199,7 @@ func (b *scanBatch) flush(ctx context.Context) error {
 			e.Metadata = b.arena[x.data:x.meta:x.meta]
 		}
 		start = x.meta
+		b.sealer.forgetIfErasure(string(e.Type), e.Data)
 		if x.sealed {
 			data, err := b.sealer.openSealed(ctx, string(e.Type), e.Data) // x.sealed: Sealed said so
 			if err != nil {
