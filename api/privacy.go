@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"io"
@@ -136,19 +137,14 @@ type personalDocumentJSON struct {
 	Text     string       `json:"text"`
 }
 
-type personalExportJSON struct {
-	ExportedAt         string                 `json:"exported_at"`
-	User               userJSON               `json:"user"`
-	Agents             []agentJSON            `json:"agents"`
-	FewShotExamples    []fewShotJSON          `json:"few_shot_examples"`
-	PracticeSessions   []practiceSessionJSON  `json:"practice_sessions"`
-	KnowledgeDocuments []personalDocumentJSON `json:"knowledge_documents"`
-	Enrollments        []enrollmentJSON       `json:"enrollments"`
-	PartnerRecords     []partnerJSON          `json:"partner_records"`
-	PromotionRequests  []promotionJSON        `json:"promotion_requests"`
-	RateLimitRecords   []rateRecordJSON       `json:"rate_limit_records"`
-	// sent_messages follows, written a session at a time (exportMe).
-}
+// The export is one JSON object: exported_at, user, agents,
+// few_shot_examples, practice_sessions, knowledge_documents, enrollments,
+// partner_records, promotion_requests, rate_limit_records, sent_messages.
+// It is written a member at a time, and the large lists an element at a
+// time (exportMe): a user's documents (up to 2 MiB of text each, and as many
+// as they uploaded), sessions of many turns, and the messages each turn
+// sent, which repeat the session's history, would otherwise all be held at
+// once, twice over (the values and their JSON).
 
 type sentMessagesJSON struct {
 	SessionID int64                `json:"session_id"`
@@ -180,141 +176,238 @@ func allPages[R any](read func(queries.Page) (queries.List[R], error)) ([]R, err
 	}
 }
 
+// exportRows are the rows of the caller's export that are read before the
+// answer starts (a failure is then still an error answer): every list but
+// the sessions' details, the documents' texts and the messages sent.
+type exportRows struct {
+	user       userJSON
+	agents     []agentJSON
+	examples   []fewShotJSON
+	sessions   []queries.PracticeSession
+	documents  []queries.KnowledgeDocument
+	enrolled   []enrollmentJSON
+	partners   []partnerJSON
+	promotions []promotionJSON
+	rates      []rateRecordJSON
+}
+
 func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) error {
 	if err := s.awaitMinPosition(w, r, append(erasedReadModels, projections.ClassroomProjection)...); err != nil {
 		return err
 	}
-	ctx, q, id := r.Context(), s.deps.Queries, in.user.UserID
-	u, err := q.UserByID(ctx, id)
-	if isNotFound(err) {
-		return errBadCredentials
-	}
-	if err != nil {
-		return err
-	}
-	out := personalExportJSON{ExportedAt: ts(time.Now()), Agents: []agentJSON{}, FewShotExamples: []fewShotJSON{},
-		PracticeSessions: []practiceSessionJSON{}, KnowledgeDocuments: []personalDocumentJSON{}, Enrollments: []enrollmentJSON{},
-		PartnerRecords: []partnerJSON{}, PromotionRequests: []promotionJSON{}, RateLimitRecords: []rateRecordJSON{}}
-	partnerIDs, err := q.PartnerIDsOfUser(ctx, id)
-	if err != nil {
-		return err
-	}
-	out.User = userJSON{ID: u.ID, Email: u.Email, Name: u.Name, Roles: u.Roles, PartnerIDs: partnerIDs,
-		CreatedAt: ts(u.CreatedAt), UpdatedAt: ts(u.UpdatedAt)}
-
-	agents, err := allPages(func(p queries.Page) (queries.List[queries.Agent], error) { return q.Agents(ctx, id, p) })
-	if err != nil {
-		return err
-	}
-	for _, a := range agents {
-		out.Agents = append(out.Agents, agentFromRow(a))
-	}
-	examples, err := allPages(func(p queries.Page) (queries.List[queries.FewShotExample], error) {
-		return q.ListFewShotExamples(ctx, id, nil, p)
-	})
-	if err != nil {
-		return err
-	}
-	for _, x := range examples {
-		out.FewShotExamples = append(out.FewShotExamples, fewShotFromRow(x))
-	}
-	sessions, err := allPages(func(p queries.Page) (queries.List[queries.PracticeSession], error) { return q.Sessions(ctx, id, p) })
-	if err != nil {
-		return err
-	}
-	for _, ps := range sessions {
-		d, err := q.Session(ctx, id, ps.ID)
-		if err != nil {
-			return err
-		}
-		out.PracticeSessions = append(out.PracticeSessions, sessionDetailFromRow(d))
-	}
-	docs, err := allPages(func(p queries.Page) (queries.List[queries.KnowledgeDocument], error) {
-		return q.KnowledgeDocuments(ctx, id, p)
-	})
-	if err != nil {
-		return err
-	}
-	for _, d := range docs {
-		text, err := s.deps.Commands.Knowledge.DocumentText(ctx, id, d.ID)
-		if err != nil {
-			return err
-		}
-		out.KnowledgeDocuments = append(out.KnowledgeDocuments, personalDocumentJSON{Document: documentFromRow(d), Text: text})
-	}
-	enrollments, err := allPages(func(p queries.Page) (queries.List[queries.Enrollment], error) {
-		return q.StudentEnrollments(ctx, id, p)
-	})
-	if err != nil {
-		return err
-	}
-	for _, e := range enrollments {
-		out.Enrollments = append(out.Enrollments, enrollmentFromRow(e))
-	}
-	for _, pid := range partnerIDs {
-		p, err := q.Partner(ctx, pid)
-		if err != nil {
-			return err
-		}
-		out.PartnerRecords = append(out.PartnerRecords, partnerJSON{ID: p.ID, OrgID: p.OrgID, FullName: p.FullName, Email: p.Email,
-			Phone: p.Phone, Role: p.Role, IsActive: p.IsActive, UserID: p.UserID, CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt),
-			LastLoginAt: tsPtr(p.LastLoginAt)})
-	}
-	requests, err := q.PromotionRequestsOfUser(ctx, id)
-	if err != nil {
-		return err
-	}
-	for _, pr := range requests {
-		j := promotionFromRow(pr)
-		j.Matching = nil // the admin's aid, not the user's data
-		out.PromotionRequests = append(out.PromotionRequests, j)
-	}
-	records, err := q.RateRecordsOf(ctx, u.Email, commands.JoinFailBucket(id))
-	if err != nil {
-		return err
-	}
-	for _, r := range records {
-		times := make([]string, len(r.Times))
-		for i, at := range r.Times {
-			times[i] = ts(at)
-		}
-		out.RateLimitRecords = append(out.RateLimitRecords, rateRecordJSON{Kind: r.Kind, ClientAddress: r.ClientAddress, Times: times})
-	}
-	head, err := json.Marshal(out)
+	ctx, id := r.Context(), in.user.UserID
+	exportedAt := ts(time.Now())
+	rows, err := s.exportRows(r, id)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Content-Disposition", `attachment; filename="lectern-export.json"`)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	// The messages each turn sent repeat the session's history turn after
-	// turn: they are read and written a session at a time, not gathered.
-	_, _ = w.Write(head[:len(head)-1])
-	_, _ = io.WriteString(w, `,"sent_messages":[`)
-	first := true
-	for _, ps := range sessions {
-		sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
-		if err != nil {
-			// The answer is under way: the client sees it cut short.
-			s.deps.Logger.Error("export: read a session's messages", "session_id", ps.ID, "error", err, "request_id", requestID(ctx))
-			panic(http.ErrAbortHandler)
-		}
-		for _, t := range sent {
-			messages := t.Messages
-			if messages == nil {
-				messages = []events.ChatMessage{}
-			}
-			turn, err := json.Marshal(sentMessagesJSON{SessionID: ps.ID, Turn: t.Turn, Messages: messages})
+	out := &streamedObject{w: w}
+	out.member("exported_at", exportedAt)
+	out.member("user", rows.user)
+	out.member("agents", rows.agents)
+	out.member("few_shot_examples", rows.examples)
+	err = out.array("practice_sessions", func(add func(any)) error {
+		for _, ps := range rows.sessions {
+			d, err := s.deps.Queries.Session(ctx, id, ps.ID)
 			if err != nil {
-				panic(http.ErrAbortHandler)
+				return err
 			}
-			if !first {
-				_, _ = io.WriteString(w, ",")
-			}
-			first = false
-			_, _ = w.Write(turn)
+			add(sessionDetailFromRow(d))
 		}
+		return nil
+	})
+	if err == nil {
+		err = out.array("knowledge_documents", func(add func(any)) error {
+			for _, d := range rows.documents {
+				text, err := s.deps.Commands.Knowledge.DocumentText(ctx, id, d.ID)
+				if err != nil {
+					return err
+				}
+				add(personalDocumentJSON{Document: documentFromRow(d), Text: text})
+			}
+			return nil
+		})
 	}
-	_, _ = io.WriteString(w, "]}")
+	if err == nil {
+		out.member("enrollments", rows.enrolled)
+		out.member("partner_records", rows.partners)
+		out.member("promotion_requests", rows.promotions)
+		out.member("rate_limit_records", rows.rates)
+		err = out.array("sent_messages", func(add func(any)) error {
+			for _, ps := range rows.sessions {
+				sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
+				if err != nil {
+					return err
+				}
+				for _, t := range sent {
+					messages := t.Messages
+					if messages == nil {
+						messages = []events.ChatMessage{}
+					}
+					add(sentMessagesJSON{SessionID: ps.ID, Turn: t.Turn, Messages: messages})
+				}
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = out.end()
+	}
+	if err != nil {
+		// The answer is under way: the client sees it cut short.
+		s.deps.Logger.Error("export: cut short", "error", err, "request_id", requestID(ctx))
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}
+
+// exportRows reads what exportMe writes before the answer starts.
+func (s *Server) exportRows(r *http.Request, id int64) (*exportRows, error) {
+	ctx, q := r.Context(), s.deps.Queries
+	u, err := q.UserByID(ctx, id)
+	if isNotFound(err) {
+		return nil, errBadCredentials
+	}
+	if err != nil {
+		return nil, err
+	}
+	partnerIDs, err := q.PartnerIDsOfUser(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	rows := &exportRows{user: userJSON{ID: u.ID, Email: u.Email, Name: u.Name, Roles: u.Roles, PartnerIDs: partnerIDs,
+		CreatedAt: ts(u.CreatedAt), UpdatedAt: ts(u.UpdatedAt)},
+		agents: []agentJSON{}, examples: []fewShotJSON{}, enrolled: []enrollmentJSON{}, partners: []partnerJSON{},
+		promotions: []promotionJSON{}, rates: []rateRecordJSON{}}
+	agents, err := allPages(func(p queries.Page) (queries.List[queries.Agent], error) { return q.Agents(ctx, id, p) })
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range agents {
+		rows.agents = append(rows.agents, agentFromRow(a))
+	}
+	examples, err := allPages(func(p queries.Page) (queries.List[queries.FewShotExample], error) {
+		return q.ListFewShotExamples(ctx, id, nil, p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range examples {
+		rows.examples = append(rows.examples, fewShotFromRow(x))
+	}
+	if rows.sessions, err = allPages(func(p queries.Page) (queries.List[queries.PracticeSession], error) { return q.Sessions(ctx, id, p) }); err != nil {
+		return nil, err
+	}
+	if rows.documents, err = allPages(func(p queries.Page) (queries.List[queries.KnowledgeDocument], error) {
+		return q.KnowledgeDocuments(ctx, id, p)
+	}); err != nil {
+		return nil, err
+	}
+	enrollments, err := allPages(func(p queries.Page) (queries.List[queries.Enrollment], error) {
+		return q.StudentEnrollments(ctx, id, p)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range enrollments {
+		rows.enrolled = append(rows.enrolled, enrollmentFromRow(e))
+	}
+	for _, pid := range partnerIDs {
+		p, err := q.Partner(ctx, pid)
+		if err != nil {
+			return nil, err
+		}
+		rows.partners = append(rows.partners, partnerJSON{ID: p.ID, OrgID: p.OrgID, FullName: p.FullName, Email: p.Email,
+			Phone: p.Phone, Role: p.Role, IsActive: p.IsActive, UserID: p.UserID, CreatedAt: ts(p.CreatedAt), UpdatedAt: ts(p.UpdatedAt),
+			LastLoginAt: tsPtr(p.LastLoginAt)})
+	}
+	requests, err := q.PromotionRequestsOfUser(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, pr := range requests {
+		j := promotionFromRow(pr)
+		j.Matching = nil // the admin's aid, not the user's data
+		rows.promotions = append(rows.promotions, j)
+	}
+	records, err := q.RateRecordsOf(ctx, u.Email, commands.JoinFailBucket(id))
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range records {
+		times := make([]string, len(r.Times))
+		for i, at := range r.Times {
+			times[i] = ts(at)
+		}
+		rows.rates = append(rows.rates, rateRecordJSON{Kind: r.Kind, ClientAddress: r.ClientAddress, Times: times})
+	}
+	return rows, nil
+}
+
+// streamedObject writes a JSON object to w a member at a time, each value
+// marshalled as it is written, so that only that value is held. Writes
+// that fail (the client went away) are not reported: the rest is written
+// to nothing, and the handler ends as it would have.
+type streamedObject struct {
+	w       io.Writer
+	members int
+	err     error // the first value that did not marshal
+}
+
+// member writes the member name with the value v.
+func (o *streamedObject) member(name string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		o.err = cmp.Or(o.err, err)
+		return
+	}
+	o.key(name)
+	_, _ = o.w.Write(b)
+}
+
+// array writes the member name as an array of the values each passes to
+// add, in turn.
+func (o *streamedObject) array(name string, each func(add func(v any)) error) error {
+	o.key(name)
+	_, _ = io.WriteString(o.w, "[")
+	n := 0
+	err := each(func(v any) {
+		b, err := json.Marshal(v)
+		if err != nil {
+			o.err = cmp.Or(o.err, err)
+			return
+		}
+		if n > 0 {
+			_, _ = io.WriteString(o.w, ",")
+		}
+		n++
+		_, _ = o.w.Write(b)
+	})
+	_, _ = io.WriteString(o.w, "]")
+	return cmp.Or(o.err, err)
+}
+
+// key writes what comes before the member name's value.
+func (o *streamedObject) key(name string) {
+	sep := ","
+	if o.members == 0 {
+		sep = "{"
+	}
+	o.members++
+	_, _ = io.WriteString(o.w, sep+`"`+name+`":`) // names are the export's own: nothing to escape
+}
+
+// end closes the object, or reports the first value that did not marshal.
+func (o *streamedObject) end() error {
+	if o.err != nil {
+		return o.err
+	}
+	if o.members == 0 {
+		_, _ = io.WriteString(o.w, "{")
+	}
+	_, _ = io.WriteString(o.w, "}")
 	return nil
 }
