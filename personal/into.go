@@ -378,13 +378,14 @@ func decodeField(f reflect.Value, value []byte, x *intoField) bool {
 // OpenIntoWith) and returns it. There is no deadline per event: the key
 // store bounds its own look-ups.
 //
-// A user.erased event it decodes makes s's key source forget the user's
-// key (when it is a Forgetter, as Keys is) before the call returns: a
-// reader that decodes the log in order (a projection, a replay's page) then
-// loads the key afresh for the events after it, finds it erased and reads
-// their placeholders, even on a replica that has not yet heard of the
-// erasure (ErasuresChannel). Such an event is one sealed with a key cached
-// just before the erasure committed and appended just after it.
+// An erasure event it decodes (user.erased, partner.erased) makes s's key
+// source forget the subject's key (when it can, as Keys can) before the
+// call returns: a reader that decodes the log in order (a projection, a
+// replay's page) then loads the key afresh for the events after it, finds
+// it erased and reads their placeholders, even on a replica that has not
+// yet heard of the erasure (ErasuresChannel). Such an event is one sealed
+// with a key cached just before the erasure committed and appended just
+// after it.
 func (s *Sealer) Opening(r *events.Registry) *events.Registry {
 	r.OpenIntoWith(func(eventType string, data json.RawMessage, v any) (bool, error) {
 		return s.OpenInto(context.Background(), eventType, data, v)
@@ -395,24 +396,37 @@ func (s *Sealer) Opening(r *events.Registry) *events.Registry {
 	})
 }
 
-// userErased is the event type of an erasure. (Opening sees it through
-// OpenWith: it holds nothing personal, so OpenInto never takes it.)
-var userErased = events.UserErased{}.EventType()
+// The erasure events' types. (Opening sees them through OpenWith: they
+// hold nothing personal, so OpenInto never takes them.)
+var (
+	userErased    = events.UserErased{}.EventType()
+	partnerErased = events.PartnerErased{}.EventType()
+)
 
-// A Forgetter drops what it cached of a subject's key.
-type Forgetter interface{ Forget(subject string) }
+// A forgetter drops what it cached of a subject's key (Keys).
+type forgetter interface{ Forget(subject string) }
 
-// forgetIfErasure makes s's keys forget the key of the user that an event
-// of eventType with data erased, if it is a user.erased event: readers of
-// the log in order (Opening, Store) call it before they open the events
-// after it. Data that does not decode is left to the decoder to refuse.
+// forgetIfErasure makes s's keys forget the key of the subject that an
+// event of eventType with data erased, if it is an erasure (user.erased,
+// partner.erased): readers of the log in order (Opening, Store) call it
+// before they open the events after it. Data that does not decode is left
+// to the decoder to refuse.
 func (s *Sealer) forgetIfErasure(eventType string, data []byte) {
-	if eventType != userErased {
+	if eventType != userErased && eventType != partnerErased {
 		return
 	}
-	f, ok := s.keys.(Forgetter)
-	var e events.UserErased
-	if ok && gojson.Unmarshal(data, &e) == nil && e.UserID > 0 {
+	f, ok := s.keys.(forgetter)
+	var e struct {
+		UserID    int64 `json:"user_id"`
+		PartnerID int64 `json:"partner_id"`
+	}
+	if !ok || gojson.Unmarshal(data, &e) != nil {
+		return
+	}
+	switch {
+	case eventType == userErased && e.UserID > 0:
 		f.Forget(UserSubject(e.UserID))
+	case eventType == partnerErased && e.PartnerID > 0:
+		f.Forget(PartnerSubject(e.PartnerID))
 	}
 }
