@@ -257,8 +257,11 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 		err = out.end()
 	}
 	if err != nil {
-		// The answer is under way: the client sees it cut short.
-		s.deps.Logger.Error("export: cut short", "error", err, "request_id", requestID(ctx))
+		// The answer is under way: the client sees it cut short. (A client
+		// that went away ended the reads itself: nothing to report.)
+		if ctx.Err() == nil {
+			s.deps.Logger.Error("export: cut short", "error", err, "request_id", requestID(ctx))
+		}
 		panic(http.ErrAbortHandler)
 	}
 	return nil
