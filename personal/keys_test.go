@@ -302,7 +302,7 @@ func TestDecodingAnErasureForgetsTheKey(t *testing.T) {
 	a, _ := personal.NewKeys(db, master) // the replica that erases
 	// Replicas that have not heard of it: one per reader of the log, each
 	// with the subjects' keys cached (for CacheTTL) before the erasures.
-	var replicas [3]*personal.Keys
+	var replicas [4]*personal.Keys
 	for i := range replicas {
 		replicas[i], _ = personal.NewKeys(db, master)
 		for _, subject := range []string{"user-7", "user-8", "partner-9"} {
@@ -370,17 +370,40 @@ func TestDecodingAnErasureForgetsTheKey(t *testing.T) {
 
 	// A projection's decoder (the registry), event by event.
 	registry := personal.NewSealer(replicas[0]).Opening(events.NewRegistry())
-	var decoded []eventstore.RecordedEvent
-	for _, e := range history {
+	decode := func(registry *events.Registry, typ string, data json.RawMessage) eventstore.RecordedEvent {
 		v := map[string]func() any{"user.erased": func() any { return new(events.UserErased) },
 			"agent.created": func() any { return new(events.AgentCreated) }, "partner.erased": func() any { return new(events.PartnerErased) },
-			"partner.created": func() any { return new(events.PartnerCreated) }}[e.typ]()
-		if err := registry.DecodeInto(e.typ, 1, e.data, v); err != nil {
+			"partner.created": func() any { return new(events.PartnerCreated) }}[typ]()
+		if err := registry.DecodeInto(typ, 1, data, v); err != nil {
 			t.Fatal(err)
 		}
-		decoded = append(decoded, eventstore.RecordedEvent{Data: mustJSON(t, v)})
+		return eventstore.RecordedEvent{Data: mustJSON(t, v)}
+	}
+	var decoded []eventstore.RecordedEvent
+	for _, e := range history {
+		decoded = append(decoded, decode(registry, e.typ, e.data))
 	}
 	read("decoded by a projection", decoded)
+
+	// A replay: pages read in order (one event a page here), decoded out of
+	// it: from the last, so that the events after each erasure are decoded
+	// before the erasure is.
+	replayed := personal.NewSealer(replicas[3])
+	pages := personal.NewPrefetching(log, replayed)
+	var stored []eventstore.RecordedEvent
+	for after := (eventstore.Position{}); len(stored) < len(history); {
+		page, err := pages.ReadAll(ctx, after, 1)
+		if err != nil || len(page) != 1 {
+			t.Fatalf("a page of the log: %d events, %v", len(page), err)
+		}
+		stored, after = append(stored, page[0]), page[0].Position
+	}
+	registry = replayed.Opening(events.NewRegistry())
+	decoded = make([]eventstore.RecordedEvent, len(stored))
+	for i := len(stored) - 1; i >= 0; i-- {
+		decoded[i] = decode(registry, stored[i].Type, stored[i].Data)
+	}
+	read("replayed", decoded)
 
 	// An export's reads (personal.Store): a page, and a scan of the log.
 	page := personal.NewStore(log, personal.NewSealer(replicas[1]))

@@ -232,11 +232,18 @@ func NewPrefetching(inner eventstore.Store, sealer *Sealer) *Prefetching {
 }
 
 // ReadAll implements eventstore.Store: the events come out as stored, their
-// keys cached.
+// keys cached. An erasure event in the page makes the keys forget its
+// subject's key first (see Opening): pages are read in log order but may be
+// decoded out of it, so the pages after it must not find the key cached by
+// the time they are decoded. (Events before it that are decoded afterwards
+// read as erased: the erasure anonymises their rows either way.)
 func (p *Prefetching) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
 	evs, err := p.Store.ReadAll(ctx, after, limit)
 	if err != nil {
 		return nil, err
+	}
+	for i := range evs {
+		p.sealer.forgetIfErasure(evs[i].Type, evs[i].Data)
 	}
 	return evs, p.sealer.Prefetch(ctx, evs)
 }
