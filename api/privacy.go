@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -212,8 +213,11 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 	err = out.array("practice_sessions", func(add func(any)) error {
 		for _, ps := range rows.sessions {
 			d, err := s.deps.Queries.Session(ctx, id, ps.ID)
+			if isNotFound(err) {
+				continue // gone since it was listed
+			}
 			if err != nil {
-				return err
+				return fmt.Errorf("session %d: %w", ps.ID, err)
 			}
 			add(sessionDetailFromRow(d))
 		}
@@ -223,8 +227,11 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 		err = out.array("knowledge_documents", func(add func(any)) error {
 			for _, d := range rows.documents {
 				text, err := s.deps.Commands.Knowledge.DocumentText(ctx, id, d.ID)
+				if isNotFound(err) {
+					continue // deleted since it was listed
+				}
 				if err != nil {
-					return err
+					return fmt.Errorf("knowledge document %d: %w", d.ID, err)
 				}
 				add(personalDocumentJSON{Document: documentFromRow(d), Text: text})
 			}
@@ -239,8 +246,11 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 		err = out.array("sent_messages", func(add func(any)) error {
 			for _, ps := range rows.sessions {
 				sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
+				if isNotFound(err) {
+					continue
+				}
 				if err != nil {
-					return err
+					return fmt.Errorf("the messages of session %d: %w", ps.ID, err)
 				}
 				for _, t := range sent {
 					messages := t.Messages
@@ -374,6 +384,9 @@ func (o *streamedObject) member(name string, v any) {
 // array writes the member name as an array of the values each passes to
 // add, in turn.
 func (o *streamedObject) array(name string, each func(add func(v any)) error) error {
+	if o.err != nil {
+		return o.err // the answer will be cut short: read no more
+	}
 	o.key(name)
 	_, _ = io.WriteString(o.w, "[")
 	n := 0

@@ -403,8 +403,8 @@ var (
 	partnerErased = events.PartnerErased{}.EventType()
 )
 
-// A forgetter drops what it cached of a subject's key (Keys).
-type forgetter interface{ Forget(subject string) }
+// An erasedForgetter drops what it cached of an erased subject's key (Keys).
+type erasedForgetter interface{ ForgetErased(subject string) }
 
 // forgetIfErasure makes s's keys forget the key of the subject that an
 // event of eventType with data erased, if it is an erasure (user.erased,
@@ -415,7 +415,7 @@ func (s *Sealer) forgetIfErasure(eventType string, data []byte) {
 	if eventType != userErased && eventType != partnerErased {
 		return
 	}
-	f, ok := s.keys.(forgetter)
+	f, ok := s.keys.(erasedForgetter)
 	var e struct {
 		UserID    int64 `json:"user_id"`
 		PartnerID int64 `json:"partner_id"`
@@ -425,8 +425,8 @@ func (s *Sealer) forgetIfErasure(eventType string, data []byte) {
 	}
 	switch {
 	case eventType == userErased && e.UserID > 0:
-		f.Forget(UserSubject(e.UserID))
+		f.ForgetErased(UserSubject(e.UserID))
 	case eventType == partnerErased && e.PartnerID > 0:
-		f.Forget(PartnerSubject(e.PartnerID))
+		f.ForgetErased(PartnerSubject(e.PartnerID))
 	}
 }

@@ -333,6 +333,17 @@ func (k *Keys) Forget(subject string) {
 	}
 }
 
+// ForgetErased is Forget for a reader that has just read the subject's
+// erasure in the log (Sealer.Opening): a tombstone cached already is the
+// answer, and stays (nothing can replace one: see remember), so that every
+// reader of the erasure event does not make the process forget once more.
+func (k *Keys) ForgetErased(subject string) {
+	if c, ok := k.lookup(subject); ok && c.aead == nil {
+		return
+	}
+	k.Forget(subject)
+}
+
 // ForgetAll drops every cached key: erasures may have gone unheard (the
 // listener was not listening).
 func (k *Keys) ForgetAll() {

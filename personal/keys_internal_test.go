@@ -104,3 +104,24 @@ func cacheOnlyKeys(t *testing.T) (*Keys, cipher.AEAD) {
 	}
 	return k, aead
 }
+
+// Reading an erasure event forgets the subject's key once: a live key (or
+// none cached, a load of it perhaps in flight) is forgotten; a tombstone
+// cached already stays, and the process forgets nothing more for it.
+func TestForgetErasedKeepsATombstone(t *testing.T) {
+	k, aead := cacheOnlyKeys(t)
+	k.remember("user-1", aead, k.forgotten.Load())
+	k.ForgetErased("user-1")
+	if _, ok := k.lookup("user-1"); ok || k.forgotten.Load() != 1 {
+		t.Fatalf("a live key read erased: still cached %v, forgotten %d; want gone, 1", ok, k.forgotten.Load())
+	}
+	k.ForgetErased("user-2") // none cached: a load may be in flight
+	if k.forgotten.Load() != 2 {
+		t.Fatalf("nothing cached: forgotten %d, want 2", k.forgotten.Load())
+	}
+	k.remember("user-1", nil, k.forgotten.Load()) // the tombstone, loaded again
+	k.ForgetErased("user-1")
+	if c, ok := k.lookup("user-1"); !ok || c.aead != nil || k.forgotten.Load() != 2 {
+		t.Errorf("a tombstone read erased again: cached %v, forgotten %d; want it kept, 2", ok, k.forgotten.Load())
+	}
+}
