@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 
 	"lectern/api/validation"
@@ -140,18 +141,27 @@ func (s *Server) me(w http.ResponseWriter, r *http.Request, in input) error {
 	if err := s.awaitMinPosition(w, r, projections.UsersProjection, projections.PartnersProjection); err != nil {
 		return err
 	}
-	u, err := s.deps.Queries.UserByID(r.Context(), in.user.UserID)
-	if isNotFound(err) {
-		return errBadCredentials // a valid signature for an account that is gone
-	}
+	u, err := s.userOf(r.Context(), in.user.UserID)
 	if err != nil {
 		return err
 	}
-	partnerIDs, err := s.deps.Queries.PartnerIDsOfUser(r.Context(), u.ID)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, userJSON{ID: u.ID, Email: u.Email, Name: u.Name, Roles: u.Roles, PartnerIDs: partnerIDs,
-		CreatedAt: ts(u.CreatedAt), UpdatedAt: ts(u.UpdatedAt)})
+	writeJSON(w, http.StatusOK, u)
 	return nil
+}
+
+// userOf is the caller's account as GET /user/me shows it (and the export).
+func (s *Server) userOf(ctx context.Context, id int64) (userJSON, error) {
+	u, err := s.deps.Queries.UserByID(ctx, id)
+	if isNotFound(err) {
+		return userJSON{}, errBadCredentials // a valid signature for an account that is gone
+	}
+	if err != nil {
+		return userJSON{}, err
+	}
+	partnerIDs, err := s.deps.Queries.PartnerIDsOfUser(ctx, u.ID)
+	if err != nil {
+		return userJSON{}, err
+	}
+	return userJSON{ID: u.ID, Email: u.Email, Name: u.Name, Roles: u.Roles, PartnerIDs: partnerIDs,
+		CreatedAt: ts(u.CreatedAt), UpdatedAt: ts(u.UpdatedAt)}, nil
 }

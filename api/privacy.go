@@ -210,7 +210,7 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 	out.member("user", rows.user)
 	out.member("agents", rows.agents)
 	out.member("few_shot_examples", rows.examples)
-	err = out.array("practice_sessions", func(add func(any)) error {
+	out.array("practice_sessions", func(add func(any)) error {
 		for _, ps := range rows.sessions {
 			d, err := s.deps.Queries.Session(ctx, id, ps.ID)
 			if isNotFound(err) {
@@ -223,50 +223,43 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 		}
 		return nil
 	})
-	if err == nil {
-		err = out.array("knowledge_documents", func(add func(any)) error {
-			for _, d := range rows.documents {
-				text, err := s.deps.Commands.Knowledge.DocumentText(ctx, id, d.ID)
-				if isNotFound(err) {
-					continue // deleted since it was listed
-				}
-				if err != nil {
-					return fmt.Errorf("knowledge document %d: %w", d.ID, err)
-				}
-				add(personalDocumentJSON{Document: documentFromRow(d), Text: text})
+	out.array("knowledge_documents", func(add func(any)) error {
+		for _, d := range rows.documents {
+			text, err := s.deps.Commands.Knowledge.DocumentText(ctx, id, d.ID)
+			if isNotFound(err) {
+				continue // deleted since it was listed
 			}
-			return nil
-		})
-	}
-	if err == nil {
-		out.member("enrollments", rows.enrolled)
-		out.member("partner_records", rows.partners)
-		out.member("promotion_requests", rows.promotions)
-		out.member("rate_limit_records", rows.rates)
-		err = out.array("sent_messages", func(add func(any)) error {
-			for _, ps := range rows.sessions {
-				sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
-				if isNotFound(err) {
-					continue
-				}
-				if err != nil {
-					return fmt.Errorf("the messages of session %d: %w", ps.ID, err)
-				}
-				for _, t := range sent {
-					messages := t.Messages
-					if messages == nil {
-						messages = []events.ChatMessage{}
-					}
-					add(sentMessagesJSON{SessionID: ps.ID, Turn: t.Turn, Messages: messages})
-				}
+			if err != nil {
+				return fmt.Errorf("knowledge document %d: %w", d.ID, err)
 			}
-			return nil
-		})
-	}
-	if err == nil {
-		err = out.end()
-	}
-	if err != nil {
+			add(personalDocumentJSON{Document: documentFromRow(d), Text: text})
+		}
+		return nil
+	})
+	out.member("enrollments", rows.enrolled)
+	out.member("partner_records", rows.partners)
+	out.member("promotion_requests", rows.promotions)
+	out.member("rate_limit_records", rows.rates)
+	out.array("sent_messages", func(add func(any)) error {
+		for _, ps := range rows.sessions {
+			sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
+			if isNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("the messages of session %d: %w", ps.ID, err)
+			}
+			for _, t := range sent {
+				messages := t.Messages
+				if messages == nil {
+					messages = []events.ChatMessage{}
+				}
+				add(sentMessagesJSON{SessionID: ps.ID, Turn: t.Turn, Messages: messages})
+			}
+		}
+		return nil
+	})
+	if err := out.end(); err != nil {
 		// The answer is under way: the client sees it cut short. (A client
 		// that went away ended the reads itself: nothing to report.)
 		if ctx.Err() == nil {
@@ -280,21 +273,12 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 // exportRows reads what exportMe writes before the answer starts.
 func (s *Server) exportRows(r *http.Request, id int64) (*exportRows, error) {
 	ctx, q := r.Context(), s.deps.Queries
-	u, err := q.UserByID(ctx, id)
-	if isNotFound(err) {
-		return nil, errBadCredentials
-	}
+	u, err := s.userOf(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	partnerIDs, err := q.PartnerIDsOfUser(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	rows := &exportRows{user: userJSON{ID: u.ID, Email: u.Email, Name: u.Name, Roles: u.Roles, PartnerIDs: partnerIDs,
-		CreatedAt: ts(u.CreatedAt), UpdatedAt: ts(u.UpdatedAt)},
-		agents: []agentJSON{}, examples: []fewShotJSON{}, enrolled: []enrollmentJSON{}, partners: []partnerJSON{},
-		promotions: []promotionJSON{}, rates: []rateRecordJSON{}}
+	rows := &exportRows{user: u, agents: []agentJSON{}, examples: []fewShotJSON{}, enrolled: []enrollmentJSON{},
+		partners: []partnerJSON{}, promotions: []promotionJSON{}, rates: []rateRecordJSON{}}
 	agents, err := allPages(func(p queries.Page) (queries.List[queries.Agent], error) { return q.Agents(ctx, id, p) })
 	if err != nil {
 		return nil, err
@@ -328,7 +312,7 @@ func (s *Server) exportRows(r *http.Request, id int64) (*exportRows, error) {
 	for _, e := range enrollments {
 		rows.enrolled = append(rows.enrolled, enrollmentFromRow(e))
 	}
-	for _, pid := range partnerIDs {
+	for _, pid := range u.PartnerIDs {
 		p, err := q.Partner(ctx, pid)
 		if err != nil {
 			return nil, err
@@ -363,47 +347,52 @@ func (s *Server) exportRows(r *http.Request, id int64) (*exportRows, error) {
 // streamedObject writes a JSON object to w a member at a time, each value
 // marshalled as it is written, so that only that value is held. Writes
 // that fail (the client went away) are not reported: the rest is written
-// to nothing, and the handler ends as it would have.
+// to nothing, and the handler ends as it would have. The first failure to
+// read or marshal a value is kept, writes nothing more, and is end's.
 type streamedObject struct {
 	w       io.Writer
 	members int
-	err     error // the first value that did not marshal
+	err     error
 }
 
 // member writes the member name with the value v.
 func (o *streamedObject) member(name string, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		o.err = cmp.Or(o.err, err)
-		return
+	if b := o.marshal(v); b != nil {
+		o.key(name)
+		_, _ = o.w.Write(b)
 	}
-	o.key(name)
-	_, _ = o.w.Write(b)
 }
 
 // array writes the member name as an array of the values each passes to
-// add, in turn.
-func (o *streamedObject) array(name string, each func(add func(v any)) error) error {
+// add, in turn; each's error is kept as the object's.
+func (o *streamedObject) array(name string, each func(add func(v any)) error) {
 	if o.err != nil {
-		return o.err // the answer will be cut short: read no more
+		return // the answer will be cut short: read no more
 	}
 	o.key(name)
 	_, _ = io.WriteString(o.w, "[")
 	n := 0
 	err := each(func(v any) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			o.err = cmp.Or(o.err, err)
-			return
+		if b := o.marshal(v); b != nil {
+			if n > 0 {
+				_, _ = io.WriteString(o.w, ",")
+			}
+			n++
+			_, _ = o.w.Write(b)
 		}
-		if n > 0 {
-			_, _ = io.WriteString(o.w, ",")
-		}
-		n++
-		_, _ = o.w.Write(b)
 	})
+	o.err = cmp.Or(o.err, err)
 	_, _ = io.WriteString(o.w, "]")
-	return cmp.Or(o.err, err)
+}
+
+// marshal is v's JSON, or nil once the object has failed.
+func (o *streamedObject) marshal(v any) []byte {
+	if o.err != nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	o.err = err
+	return b
 }
 
 // key writes what comes before the member name's value.
@@ -416,7 +405,7 @@ func (o *streamedObject) key(name string) {
 	_, _ = io.WriteString(o.w, sep+`"`+name+`":`) // names are the export's own: nothing to escape
 }
 
-// end closes the object, or reports the first value that did not marshal.
+// end closes the object, or reports its first failure.
 func (o *streamedObject) end() error {
 	if o.err != nil {
 		return o.err
