@@ -80,11 +80,7 @@ func readExportDocuments(t *testing.T, e *env, token string) []exportedText {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	client := e.client
-	if client == nil {
-		client = e.srv.Client()
-	}
-	resp, err := client.Do(req)
+	resp, err := e.httpClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -347,6 +347,15 @@ func (e *env) do(t testing.TB, method, path string, body any, token string, head
 	return res
 }
 
+// httpClient is the client e's requests go out with: e's own (an address of
+// its own), or the test server's.
+func (e *env) httpClient() *http.Client {
+	if e.client != nil {
+		return e.client
+	}
+	return e.srv.Client()
+}
+
 // send is do without the document check (for the routes outside the document).
 func (e *env) send(t testing.TB, method, path string, body any, token string, headers ...string) response {
 	t.Helper()
@@ -382,11 +391,7 @@ func (e *env) send(t testing.TB, method, path string, body any, token string, he
 	for i := 0; i < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	client := e.client
-	if client == nil {
-		client = e.srv.Client()
-	}
-	resp, err := client.Do(req)
+	resp, err := e.httpClient().Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

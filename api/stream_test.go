@@ -112,11 +112,7 @@ func (e *env) stream(t testing.TB, path string, body any, token string, stop fun
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	client := e.client
-	if client == nil {
-		client = e.srv.Client()
-	}
-	resp, err := client.Do(req)
+	resp, err := e.httpClient().Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)
 	}
