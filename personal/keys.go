@@ -47,7 +47,7 @@ type Keys struct {
 
 // ErasuresChannel is the PostgreSQL notification channel on which Erase
 // names the subject it erased, when its erasure commits: every process
-// listening drops its cached key at once (service wires it to Forget).
+// listening drops its cached key at once (FollowErasures).
 const ErasuresChannel = "lectern_erasures"
 
 type cachedKey struct {
@@ -343,6 +343,17 @@ func (k *Keys) ForgetErased(subject string) {
 	}
 	k.Forget(subject)
 }
+
+// A notifier calls notify with each notification on a channel, and resync
+// each time it starts listening (projections.Listener).
+type notifier interface {
+	OnNotify(channel string, notify func(payload string), resync func())
+}
+
+// FollowErasures makes l's notifications of erasures (ErasuresChannel) drop
+// the keys cached here: each subject named at once, and every key whenever
+// l starts listening (again), as what was sent meanwhile went unheard.
+func (k *Keys) FollowErasures(l notifier) { l.OnNotify(ErasuresChannel, k.Forget, k.ForgetAll) }
 
 // ForgetAll drops every cached key: erasures may have gone unheard (the
 // listener was not listening).

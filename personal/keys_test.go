@@ -475,7 +475,7 @@ func TestErasureReachesOtherReplicasAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	listener := projections.NewListener(db, slog.New(slog.DiscardHandler))
-	listener.OnNotify(personal.ErasuresChannel, b.Forget, b.ForgetAll)
+	b.FollowErasures(listener)
 	lctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go listener.Run(lctx)

@@ -296,7 +296,7 @@ func New(cfg Config) (*Service, error) {
 	listener := projections.NewListener(cfg.Pool, cfg.Logger)
 	if keys != nil {
 		// Another replica's erasure drops the key cached here at once.
-		listener.OnNotify(personal.ErasuresChannel, keys.Forget, keys.ForgetAll)
+		keys.FollowErasures(listener)
 	}
 	m := metrics.New()
 	es, pg, err := openStore(context.Background(), cfg)

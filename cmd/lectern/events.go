@@ -134,7 +134,7 @@ const erasureListenWait = 5 * time.Second
 func listenForErasures(ctx context.Context, pool *pgxpool.Pool, keys *personal.Keys) (stop func()) {
 	log := logger(slog.LevelWarn)
 	l := projections.NewListener(pool, log)
-	l.OnNotify(personal.ErasuresChannel, keys.Forget, keys.ForgetAll)
+	keys.FollowErasures(l)
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
