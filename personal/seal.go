@@ -655,7 +655,7 @@ func appendSubjects(subjects []string, data []byte, ms []member) ([]string, []me
 	if i := bytes.Index(data, piiEnvelope); i >= 0 {
 		rest := data[i+len(piiEnvelope):]
 		if j := bytes.IndexByte(rest, '"'); j > 0 {
-			return append(subjects, string(rest[:j])), ms
+			return appendSubject(subjects, rest[:j]), ms
 		}
 	}
 	if !bytes.Contains(data, piiKey) {
