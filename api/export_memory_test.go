@@ -148,3 +148,43 @@ func TestExportLeavesOutWhatVanished(t *testing.T) {
 		t.Errorf("the export's documents: %+v, want the kept one alone", texts)
 	}
 }
+
+// A session listed for the export whose stream holds no such session (as
+// one deleted between the two reads) gives no sent messages; the export is
+// whole otherwise. Not parallel, for the same reason as above.
+func TestExportLeavesOutTheMessagesOfAVanishedSession(t *testing.T) {
+	e := sharedEnv(t)
+	c := e.newClassroom(t, nil)
+	_, turn := e.startSession(t, c.student.Access, c.class, map[string]any{"prompt_text": "KEPTMARK what is ATP?"})
+	vanished := 8_000_000_000_000 + time.Now().UnixNano()%1_000_000_000
+	if _, err := e.pool.Exec(context.Background(), `INSERT INTO practice_sessions (id, user_id, knowledge_ids, title, created_at, updated_at, version)
+		VALUES ($1, $2, '{}', 'Vanished', now(), now(), 1)`, vanished, c.student.ID); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_, _ = e.pool.Exec(context.Background(), `DELETE FROM practice_sessions WHERE id = $1`, vanished)
+	}()
+	res := e.do(t, "GET", "/user/me/export", nil, c.student.Access)
+	wantStatus(t, res, http.StatusOK)
+	var export struct {
+		Sessions []struct {
+			ID int64 `json:"id"`
+		} `json:"practice_sessions"`
+		Sent []struct {
+			SessionID int64 `json:"session_id"`
+			Messages  []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		} `json:"sent_messages"`
+	}
+	if err := json.Unmarshal(res.Body, &export); err != nil {
+		t.Fatalf("%s: %v", res, err)
+	}
+	if len(export.Sent) != 1 || export.Sent[0].SessionID != turn.SessionID ||
+		len(export.Sent[0].Messages) == 0 || !strings.Contains(export.Sent[0].Messages[len(export.Sent[0].Messages)-1].Content, "KEPTMARK") {
+		t.Errorf("the export's sent messages: %+v, want the kept session's turn alone", export.Sent)
+	}
+	if len(export.Sessions) == 0 {
+		t.Errorf("the export lists no session: %s", res)
+	}
+}
