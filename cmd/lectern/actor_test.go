@@ -35,12 +35,16 @@ func cli(t *testing.T, url string, env map[string]string, args ...string) (strin
 	return out.String(), err
 }
 
+// cliDataKey is the master key of personal data (hex) that cliEnv gives
+// lectern: tests that open what the CLI sealed use it too.
+var cliDataKey = strings.Repeat("ab", 32)
+
 // cliEnv sets the environment cli runs lectern in.
 func cliEnv(t *testing.T, url string, env map[string]string) {
 	t.Helper()
 	t.Setenv("DATABASE_URL", url)
 	t.Setenv("EVENTSTORE_URL", "")
-	t.Setenv("LECTERN_DATA_KEY", strings.Repeat("ab", 32))
+	t.Setenv("LECTERN_DATA_KEY", cliDataKey)
 	t.Setenv("LECTERN_DATA_KEY_FILE", "")
 	t.Setenv("LECTERN_DATA_KEY_PREVIOUS", "")
 	t.Setenv("LECTERN_DATA_KEY_PREVIOUS_FILE", "")

@@ -26,7 +26,7 @@ func TestExportHearsAnErasureAtOnce(t *testing.T) {
 	pool, url := pgtest.FreshURL(t)
 	ctx := context.Background()
 	cliEnv(t, url, nil)
-	master, _ := hex.DecodeString(strings.Repeat("ab", 32)) // cliEnv's
+	master, _ := hex.DecodeString(cliDataKey)
 	serverKeys, err := personal.NewKeys(pool, master)
 	if err != nil {
 		t.Fatal(err)

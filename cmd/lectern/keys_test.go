@@ -22,7 +22,7 @@ func TestKeysRotate(t *testing.T) {
 	pool, url := pgtest.FreshURL(t)
 	ctx := context.Background()
 	runCLI(t, url, "users", "create", "--email", "ann@example.com", "--name", "Ann", "--password", "long enough")
-	oldKey, newKey := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	oldKey, newKey := cliDataKey, strings.Repeat("cd", 32)
 	var sealed []byte
 	if err := pool.QueryRow(ctx, `SELECT payload FROM events WHERE event_type = 'user.signed_up'`).Scan(&sealed); err != nil {
 		t.Fatal(err)
@@ -140,7 +140,7 @@ func TestCommandsReadWithThePreviousKey(t *testing.T) {
 	if _, err := cli(t, url, map[string]string{"LECTERN_DATA_KEY": newKey}, admin...); err == nil {
 		t.Fatal("with the new key alone, the user's stream was read")
 	}
-	rotating := map[string]string{"LECTERN_DATA_KEY": newKey, "LECTERN_DATA_KEY_PREVIOUS": strings.Repeat("ab", 32)}
+	rotating := map[string]string{"LECTERN_DATA_KEY": newKey, "LECTERN_DATA_KEY_PREVIOUS": cliDataKey}
 	if _, err := cli(t, url, rotating, admin...); err != nil {
 		t.Fatalf("with the new key and the previous one: %v", err)
 	}

@@ -66,7 +66,7 @@ func TestEventsSealSealsTheHistoryInPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	key, _ := hex.DecodeString(strings.Repeat("ab", 32)) // cli's
+	key, _ := hex.DecodeString(cliDataKey)
 	keys, err := personal.NewKeys(pool, key)
 	if err != nil {
 		t.Fatal(err)
