@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -198,7 +199,7 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 	}
 	ctx, id := r.Context(), in.user.UserID
 	exportedAt := ts(time.Now())
-	rows, err := s.exportRows(r, id)
+	rows, err := s.exportRows(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -271,8 +272,8 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 }
 
 // exportRows reads what exportMe writes before the answer starts.
-func (s *Server) exportRows(r *http.Request, id int64) (*exportRows, error) {
-	ctx, q := r.Context(), s.deps.Queries
+func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) {
+	q := s.deps.Queries
 	u, err := s.userOf(ctx, id)
 	if err != nil {
 		return nil, err
