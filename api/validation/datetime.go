@@ -31,6 +31,8 @@ const (
 	reasonRangeMinute     = "minute value is outside expected range of 0-59"
 	reasonRangeSecond     = "second value is outside expected range of 0-59"
 	reasonFractionMissing = "second fraction digits missing after `.`"
+	// Not speedate's: Python's own, when a date of year 0 is made.
+	reasonYearZero = "year 0 is out of range"
 )
 
 const (
@@ -275,17 +277,24 @@ func validateDate(loc []any, in any) (any, *ErrorItem) {
 	if !ok {
 		return nil, errorPtr(newError("date_type", loc, in))
 	}
-	if d, reason := parseDate(s); reason == "" {
-		return d.time(), nil
-	}
-	dt, reason := parseDateTime(s)
+	d, reason := parseDate(s)
 	if reason != "" {
-		return nil, errorPtr(temporalParsingError("date_from_datetime_parsing", loc, in, reason))
+		dt, dtReason := parseDateTime(s)
+		if dtReason != "" {
+			return nil, errorPtr(temporalParsingError("date_from_datetime_parsing", loc, in, dtReason))
+		}
+		if dt.hour != 0 || dt.minute != 0 || dt.second != 0 || dt.microsecond != 0 {
+			return nil, errorPtr(newError("date_from_datetime_inexact", loc, in))
+		}
+		d = dt.date
 	}
-	if dt.hour != 0 || dt.minute != 0 || dt.second != 0 || dt.microsecond != 0 {
-		return nil, errorPtr(newError("date_from_datetime_inexact", loc, in))
+	if d.year < 1 {
+		// Python's dates, and so pydantic's, start at year 1; PostgreSQL's
+		// date takes year 0 for 1 BC, and refusing it here keeps such a date
+		// from ever reaching a read model that cannot hold it.
+		return nil, errorPtr(temporalParsingError("date_from_datetime_parsing", loc, in, reasonYearZero))
 	}
-	return dt.date.time(), nil
+	return d.time(), nil
 }
 
 // validateDateTime is pydantic's lax datetime: a datetime, or a bare date
