@@ -17,6 +17,11 @@ const (
 	DefaultMinScore     = "0.0"
 	ScoreTypeCosine     = "cosine_similarity"
 	DefaultRerankerTopN = 3
+	// MaxTopK bounds top_k (and so reranker_top_n): each passage goes into
+	// a turn's system message, and a hundred chunks (80 000 characters) is
+	// already more than a prompt should carry; the read model's columns are
+	// INT besides.
+	MaxTopK = 100
 )
 
 // Reindex job statuses.
@@ -159,8 +164,8 @@ func DecideUpdateKnowledgeSettings(d KnowledgeDocument, c UpdateKnowledgeSetting
 	var changed []string
 	if c.TopK.Set {
 		next.TopK = valueOr(c.TopK.Value, def.TopK)
-		if next.TopK < 1 {
-			return nil, derrors.InvalidField("top_k", next.TopK, "top_k must be at least 1")
+		if next.TopK < 1 || next.TopK > MaxTopK {
+			return nil, derrors.InvalidField("top_k", next.TopK, fmt.Sprintf("top_k must be between 1 and %d", MaxTopK))
 		}
 	}
 	if c.MinScore.Set {
@@ -187,8 +192,8 @@ func DecideUpdateKnowledgeSettings(d KnowledgeDocument, c UpdateKnowledgeSetting
 	}
 	if c.RerankerTopN.Set {
 		next.RerankerTopN = valueOr(c.RerankerTopN.Value, def.RerankerTopN)
-		if next.RerankerTopN < 1 {
-			return nil, derrors.InvalidField("reranker_top_n", next.RerankerTopN, "reranker_top_n must be at least 1")
+		if next.RerankerTopN < 1 || next.RerankerTopN > MaxTopK {
+			return nil, derrors.InvalidField("reranker_top_n", next.RerankerTopN, fmt.Sprintf("reranker_top_n must be between 1 and %d", MaxTopK))
 		}
 	}
 	if next.RerankerTopN > next.TopK {

@@ -96,6 +96,18 @@ func TestKnowledgeDecisions(t *testing.T) {
 			when:  update(aggregates.UpdateKnowledgeSettings{TopK: aggregates.Set(ptr(5)), MinScore: aggregates.Set(ptr("0"))}),
 		},
 		{
+			name:    "top_k above MaxTopK is invalid",
+			given:   []events.Event{docUploaded},
+			when:    update(aggregates.UpdateKnowledgeSettings{TopK: aggregates.Set(ptr(aggregates.MaxTopK + 1))}),
+			wantErr: &derrors.FieldError{Field: "top_k"},
+		},
+		{
+			name:    "reranker_top_n above MaxTopK is invalid, whatever top_k",
+			given:   []events.Event{docUploaded},
+			when:    update(aggregates.UpdateKnowledgeSettings{RerankerTopN: aggregates.Set(ptr(1 << 31))}),
+			wantErr: &derrors.FieldError{Field: "reranker_top_n"},
+		},
+		{
 			name:    "reranker_top_n above top_k is invalid",
 			given:   []events.Event{docUploaded},
 			when:    update(aggregates.UpdateKnowledgeSettings{RerankerTopN: aggregates.Set(ptr(6))}),

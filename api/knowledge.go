@@ -30,14 +30,14 @@ var (
 	}}
 	// Seed 2.11, 4.7: every field optional; null resets a field to its default.
 	updateKnowledgeSettingsBody = validation.Schema{Fields: []validation.Field{
-		{Name: "top_k", Kind: validation.Int, Nullable: true, Ge: bound(1), Description: "null resets it to 5"},
+		{Name: "top_k", Kind: validation.Int, Nullable: true, Ge: bound(1), Le: bound(aggregates.MaxTopK), Description: "null resets it to 5"},
 		{Name: "min_score", Kind: validation.Decimal, Nullable: true, Ge: bound(0), Le: bound(1), Description: "null resets it to 0.0"},
 		{Name: "score_type", Kind: validation.Literal, Nullable: true, Enum: []string{aggregates.ScoreTypeCosine},
 			Description: "null resets it to cosine_similarity"},
 		{Name: "reranker_enabled", Kind: validation.Bool, Nullable: true, Description: "null resets it to false"},
 		{Name: "reranker_model", Kind: validation.String, Nullable: true, MaxLength: maxName,
 			Description: "informational: the built-in lexical reranker is used"},
-		{Name: "reranker_top_n", Kind: validation.Int, Nullable: true, Ge: bound(1),
+		{Name: "reranker_top_n", Kind: validation.Int, Nullable: true, Ge: bound(1), Le: bound(aggregates.MaxTopK),
 			Description: "at most top_k; null resets it to 3"},
 	}}
 	searchBody = validation.Schema{Fields: []validation.Field{

@@ -211,6 +211,13 @@ func TestKnowledgeSearchSettings(t *testing.T) {
 			`{"detail":[{"type":"literal_error","loc":["body","score_type"],"msg":"Input should be 'cosine_similarity'","input":"dot","ctx":{"expected":"'cosine_similarity'"}}]}`},
 		{map[string]any{"top_k": 0},
 			`{"detail":[{"type":"greater_than_equal","loc":["body","top_k"],"msg":"Input should be greater than or equal to 1","input":0,"ctx":{"ge":1}}]}`},
+		// Past an INT column: once accepted, it stopped the knowledge projection for everyone.
+		{map[string]any{"top_k": 2147483648},
+			`{"detail":[{"type":"less_than_equal","loc":["body","top_k"],"msg":"Input should be less than or equal to 100","input":2147483648,"ctx":{"le":100}}]}`},
+		{map[string]any{"top_k": 101},
+			`{"detail":[{"type":"less_than_equal","loc":["body","top_k"],"msg":"Input should be less than or equal to 100","input":101,"ctx":{"le":100}}]}`},
+		{map[string]any{"reranker_top_n": 2147483648},
+			`{"detail":[{"type":"less_than_equal","loc":["body","reranker_top_n"],"msg":"Input should be less than or equal to 100","input":2147483648,"ctx":{"le":100}}]}`},
 		{map[string]any{"reranker_top_n": 8},
 			`{"detail":[{"type":"value_error","loc":["body","reranker_top_n"],"msg":"Value error, reranker_top_n (8) must be less than or equal to top_k (7)","input":{"reranker_top_n":8,"top_k":7},"ctx":{"error":"reranker_top_n (8) must be less than or equal to top_k (7)"}}]}`},
 		{map[string]any{"reranker_enabled": "maybe"},
@@ -218,6 +225,11 @@ func TestKnowledgeSearchSettings(t *testing.T) {
 	} {
 		wantBody(t, e.do(t, "PATCH", path, tc.body, u.Access), http.StatusUnprocessableEntity, tc.want)
 	}
+	// The bound itself is taken, and read back once projected.
+	res = e.do(t, "PATCH", path, map[string]any{"top_k": 100, "reranker_top_n": 100}, u.Access)
+	wantStatus(t, res, http.StatusOK)
+	wantHeader(t, res, "X-Projection-Pending", "")
+	wantBody(t, e.do(t, "GET", path, nil, u.Access), http.StatusOK, string(res.Body))
 	other := e.signUp(t)
 	wantDetail(t, e.do(t, "PATCH", path, map[string]any{"top_k": 3}, other.Access), http.StatusNotFound, "Knowledge document not found")
 	wantDetail(t, e.do(t, "PATCH", path, map[string]any{"top_k": 3}, ""), http.StatusUnauthorized, "Not authenticated")
