@@ -35,12 +35,33 @@ func ParseTrustedProxies(list string) ([]netip.Prefix, error) {
 	return out, errs
 }
 
+// The forwarding headers a trusted proxy may name the client in.
+const (
+	HeaderXForwardedFor = "X-Forwarded-For"
+	HeaderForwarded     = "Forwarded" // RFC 7239
+)
+
+// ParseForwardedHeader parses LECTERN_FORWARDED_HEADER: which one header
+// the trusted proxies write, X-Forwarded-For (the default) or Forwarded.
+// Only that one is read: a proxy passes the other through as the client
+// sent it, and reading it would let the client choose its own bucket.
+func ParseForwardedHeader(v string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "x-forwarded-for":
+		return HeaderXForwardedFor, nil
+	case "forwarded":
+		return HeaderForwarded, nil
+	}
+	return "", fmt.Errorf("LECTERN_FORWARDED_HEADER: %q is neither X-Forwarded-For nor Forwarded", v)
+}
+
 // clientAddr is the client address that per-address limits are kept by (an
 // IPv6 one by its /64, ratelimit.AddressKey). It is the peer's address,
-// unless the peer is a trusted proxy: then the forwarding chain (Forwarded,
-// else X-Forwarded-For) is walked from the nearest hop outwards, and the
-// first address that is not a trusted proxy is the client's. Headers from
-// anyone else are ignored: a client cannot choose its own bucket.
+// unless the peer is a trusted proxy: then the forwarding chain of the one
+// header the proxies write (ForwardedHeader) is walked from the nearest hop
+// outwards, and the first address that is not a trusted proxy is the
+// client's. Headers from anyone else, and the other header, are ignored: a
+// client cannot choose its own bucket.
 func (s *Server) clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
@@ -50,9 +71,11 @@ func (s *Server) clientAddr(r *http.Request) string {
 	if err != nil || !s.trusted(peer) {
 		return ratelimit.AddressKey(host)
 	}
-	chain := forwardedFor(r.Header.Values("Forwarded"))
-	if chain == nil {
-		for _, v := range r.Header.Values("X-Forwarded-For") {
+	var chain []string
+	if s.deps.ForwardedHeader == HeaderForwarded {
+		chain = forwardedFor(r.Header.Values(HeaderForwarded))
+	} else {
+		for _, v := range r.Header.Values(HeaderXForwardedFor) {
 			for _, hop := range strings.Split(v, ",") {
 				chain = append(chain, strings.TrimSpace(hop))
 			}

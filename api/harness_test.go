@@ -176,6 +176,8 @@ type envConfig struct {
 	limits       commands.Limits // other rate limits (zero fields: the defaults)
 	// trustedProxies are the proxies whose forwarding headers count.
 	trustedProxies []netip.Prefix
+	// forwardedHeader is the one header they write (default X-Forwarded-For).
+	forwardedHeader string
 	// corsOrigins are the browser origins allowed.
 	corsOrigins []string
 	// extract bounds document extraction (zero fields: the defaults).
@@ -227,6 +229,7 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		AddressLimit:    addressLimit,
 		Limits:          cfg.limits,
 		TrustedProxies:  cfg.trustedProxies,
+		ForwardedHeader: cfg.forwardedHeader,
 		CORSOrigins:     cfg.corsOrigins,
 		Extract:         cfg.extract,
 		EventStoreURL:   eventStoreURL(t),

@@ -47,9 +47,13 @@ type Deps struct {
 	// allowed to call the API from their pages (LECTERN_CORS_ORIGINS); none
 	// by default, and then a browser's preflight is answered 405.
 	CORSOrigins []string
-	// TrustedProxies are the proxies whose Forwarded and X-Forwarded-For
-	// headers name the client (LECTERN_TRUSTED_PROXIES); none by default.
+	// TrustedProxies are the proxies whose forwarding header names the
+	// client (LECTERN_TRUSTED_PROXIES); none by default.
 	TrustedProxies []netip.Prefix
+	// ForwardedHeader is the one header those proxies name the client in
+	// (LECTERN_FORWARDED_HEADER): HeaderXForwardedFor (the default, when
+	// empty) or HeaderForwarded.
+	ForwardedHeader string
 	// SkipSessionCheck makes authentication trust the token alone (its roles,
 	// and no check that its session is open). For the bench's measurement of
 	// the check's cost only (LECTERN_BENCH_SKIP_SESSION_CHECK); never in

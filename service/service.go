@@ -54,6 +54,8 @@ type Config struct {
 	Extract knowledge.ExtractLimits
 	// TrustedProxies is api.Deps.TrustedProxies.
 	TrustedProxies []netip.Prefix
+	// ForwardedHeader is api.Deps.ForwardedHeader.
+	ForwardedHeader string
 	// CORSOrigins is api.Deps.CORSOrigins.
 	CORSOrigins []string
 	// SkipPoison names the projections that pass over an event they cannot
@@ -404,7 +406,7 @@ func New(cfg Config) (*Service, error) {
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Queries: reads, Search: search, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
-		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
+		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, ForwardedHeader: cfg.ForwardedHeader, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
 		SessionLease: s.sessionLease, StreamHeartbeat: cfg.StreamHeartbeat, Tracing: cfg.Tracing,
 	})
 	if err != nil {

@@ -87,6 +87,9 @@ type env struct {
 	// TrustedProxies: LECTERN_TRUSTED_PROXIES, CIDRs or addresses of the
 	// proxies whose forwarding headers name the client (default none).
 	TrustedProxies []netip.Prefix
+	// ForwardedHeader: LECTERN_FORWARDED_HEADER, the one header those
+	// proxies name the client in: X-Forwarded-For (default) or Forwarded.
+	ForwardedHeader string
 	// CORSOrigins: LECTERN_CORS_ORIGINS, the browser origins allowed to
 	// call the API.
 	CORSOrigins []string
@@ -152,6 +155,9 @@ func readEnv(needKey bool) (env, error) {
 	proxies, perr := api.ParseTrustedProxies(os.Getenv("LECTERN_TRUSTED_PROXIES"))
 	err = errors.Join(err, perr)
 	e.TrustedProxies = proxies
+	header, herr := api.ParseForwardedHeader(os.Getenv("LECTERN_FORWARDED_HEADER"))
+	err = errors.Join(err, herr)
+	e.ForwardedHeader = header
 	if v := os.Getenv("LECTERN_MAX_CHUNKS"); v != "" {
 		n, perr := strconv.Atoi(v)
 		if perr != nil || n <= 0 {
@@ -317,7 +323,7 @@ func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, DataKey: dataKey, PreviousDataKey: previous,
 		AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
-		SkipSessionCheck: skipSessionCheck, TrustedProxies: e.TrustedProxies, CORSOrigins: e.CORSOrigins,
+		SkipSessionCheck: skipSessionCheck, TrustedProxies: e.TrustedProxies, ForwardedHeader: e.ForwardedHeader, CORSOrigins: e.CORSOrigins,
 		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison,
 		Tracing: tp})
 	if err != nil {
