@@ -433,17 +433,36 @@ type TurnOutcome struct {
 	FreshModelIDs []int64
 }
 
-// CheckAnswers refuses a turn no model answered: it is not recorded.
+// CheckAnswers refuses a turn no model answered: it is not recorded. The
+// error is a *ModelsFailedError.
 func CheckAnswers(answers []ModelAnswer) error {
-	var failures []string
+	var failures, kinds []string
 	for _, a := range answers {
 		if a.Error == nil {
 			return nil
 		}
 		failures = append(failures, a.Model.Name+": "+a.Error.Message)
+		kinds = append(kinds, a.Model.Name+": "+a.Error.Kind)
 	}
-	return derrors.New(derrors.ErrBadGateway, "Every model of the turn failed (%s)", strings.Join(failures, "; "))
+	return &ModelsFailedError{
+		Err:   &derrors.Error{Kind: derrors.ErrBadGateway, Detail: fmt.Sprintf("Every model of the turn failed (%s)", strings.Join(failures, "; "))},
+		Kinds: kinds,
+	}
 }
+
+// ModelsFailedError is a turn that no model answered. Err is what the
+// caller is told (a 502 naming each model's failure, whose message may
+// quote the prompt: a provider echoes what it refuses); Kinds is what may be
+// logged, each model's name and the kind of its failure.
+type ModelsFailedError struct {
+	Err   *derrors.Error
+	Kinds []string
+}
+
+func (e *ModelsFailedError) Error() string { return e.Err.Error() }
+
+// Unwrap lets errors.Is match ErrBadGateway and errors.As find the Error.
+func (e *ModelsFailedError) Unwrap() error { return e.Err }
 
 // turnEvent builds the turn's event: models the session knows keep their
 // session model id, new ones take fresh ids.

@@ -9,7 +9,6 @@ import (
 	"lectern/aggregates"
 	"lectern/api/validation"
 	"lectern/commands"
-	"lectern/derrors"
 	"lectern/events"
 	"lectern/projections"
 	"lectern/queries"
@@ -375,11 +374,13 @@ func callerOf(p *Principal) commands.Caller {
 // turn at once (the domain joins them), and a 502 whose detail names each
 // model's failure. It returns the error to render otherwise, nil when done.
 func (s *Server) turnFailure(w http.ResponseWriter, r *http.Request, err error) error {
-	var de *derrors.Error
-	if errors.Is(err, derrors.ErrBadGateway) && errors.As(err, &de) {
-		s.deps.Logger.Warn("every model of a practice turn failed", "status", http.StatusBadGateway, "error", err,
+	var failed *aggregates.ModelsFailedError
+	if errors.As(err, &failed) {
+		// Not the models' messages: they may quote the prompt, which
+		// must not outlive an erasure in the log.
+		s.deps.Logger.Warn("every model of a practice turn failed", "status", http.StatusBadGateway, "models", failed.Kinds,
 			"request_id", requestID(r.Context()))
-		writeDetail(w, http.StatusBadGateway, de.Detail)
+		writeDetail(w, http.StatusBadGateway, failed.Err.Detail)
 		return nil
 	}
 	return fieldErrors(err)

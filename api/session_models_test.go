@@ -199,6 +199,12 @@ func TestModelFailures(t *testing.T) {
 	// Every model failed: 502, nothing recorded.
 	res := e.doFailing(t, "POST", runPath(c.class), map[string]any{"prompt_text": "hello"}, u.Access)
 	wantDetail(t, res, http.StatusBadGateway, allFailed)
+	// The log names each model and the kind of its failure, not its
+	// message, which may quote the prompt ("boom" here).
+	logged := strings.Join(e.logs.of(res.Header.Get("X-Request-ID")), "\n")
+	if !strings.Contains(logged, `"models":["broken: upstream"]`) || strings.Contains(logged, "boom") {
+		t.Errorf("the failed turn's log lines:\n%s", logged)
+	}
 	wantBody(t, e.do(t, "GET", sessionsPath, nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
 
 	// One of two failed: the turn stands; the failure is reported in its result.
