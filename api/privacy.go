@@ -340,7 +340,14 @@ func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) 
 		for i, at := range r.Times {
 			times[i] = ts(at)
 		}
-		rows.rates = append(rows.rates, rateRecordJSON{Kind: r.Kind, ClientAddress: r.ClientAddress, Times: times})
+		// The address of a failed attempt is whoever typed the caller's
+		// e-mail address, perhaps a stranger: only the caller's own
+		// logins (those that succeeded) show theirs.
+		addr := r.ClientAddress
+		if r.Kind != "login-ok" {
+			addr = nil
+		}
+		rows.rates = append(rows.rates, rateRecordJSON{Kind: r.Kind, ClientAddress: addr, Times: times})
 	}
 	return rows, nil
 }
