@@ -3,6 +3,8 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -210,6 +212,13 @@ func TestErasureLeavesNothing(t *testing.T) {
 	if stored, opened := eventHits(t, e, ann.marker); stored != 0 || opened == 0 {
 		t.Fatalf("before the erasure, %d events hold the marker as stored (want 0: sealed) and %d as read (want some)", stored, opened)
 	}
+	// The document's address, its text's SHA-256, would confirm a guess at
+	// the text: it is sealed too.
+	sum := sha256.Sum256([]byte("The cell divides. " + ann.marker))
+	textHash := hex.EncodeToString(sum[:])
+	if stored, opened := eventHits(t, e, textHash); stored != 0 || opened == 0 {
+		t.Fatalf("before the erasure, %d events hold the text's hash as stored (want 0: sealed) and %d as read (want some)", stored, opened)
+	}
 
 	// The password confirms the erasure.
 	wantDetail(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "wrong password"}, ann.Access),
@@ -222,6 +231,15 @@ func TestErasureLeavesNothing(t *testing.T) {
 	}
 	if stored, opened := eventHits(t, e, ann.marker); stored != 0 || opened != 0 {
 		t.Errorf("after the erasure %d events hold the marker as stored, %d as read", stored, opened)
+	}
+	if hits := markerHits(t, e, textHash); len(hits) != 0 {
+		t.Errorf("after the erasure the text's hash is still in %v", hits)
+	}
+	if stored, opened := eventHits(t, e, textHash); stored != 0 || opened != 0 {
+		t.Errorf("after the erasure %d events hold the text's hash as stored, %d as read", stored, opened)
+	}
+	if n := exportHits(t, e, textHash) + adminEventHits(t, e, admin, textHash); n != 0 {
+		t.Errorf("the exports and GET /admin/events hold the text's hash %d times", n)
 	}
 	if n := exportHits(t, e, ann.marker); n != 0 {
 		t.Errorf("the exports hold the marker %d times", n)

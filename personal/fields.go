@@ -85,7 +85,9 @@ var rules = map[string]rule{
 	"session.started":             {byUser, parseFields("title:n", "settings.style_params:o", "settings.agent_snapshot:n")},
 	"session.turn_recorded":       {nil, parseFields("prompt_text:s", "messages:a", "results[].response_text:s", "results[].error:n")},
 	"session.settings_updated":    {nil, parseFields("settings.style_params:o", "settings.agent_snapshot:n")},
-	"knowledge.document_uploaded": {byUser, parseFields("title:s", "content:s")}, // content: version 1's inline text
+	// content: version 1's inline text. content_hash is the text's SHA-256:
+	// in clear, it would confirm a guess at the text after the erasure.
+	"knowledge.document_uploaded": {byUser, parseFields("title:s", "content:s", "content_hash:s")},
 }
 
 // Holds reports whether events of eventType hold personal data.

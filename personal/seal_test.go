@@ -81,8 +81,9 @@ var sealCases = []struct {
 	// A failed model's error: the provider's message may quote the prompt.
 	{"session.turn_recorded", 7, `{"session_id":12,"turn":2,"prompt_text":"MARKER-7f3a","messages":[],"results":[{"model_name":"echo","response_text":"MARKER-7f3a","error":null},{"model_name":"gpt","response_text":"","error":{"kind":"upstream","message":"gpt answered 400 Bad Request: MARKER-7f3a"}}]}`,
 		`{"messages":[],"prompt_text":"[erased]","results":[{"error":null,"model_name":"echo","response_text":"[erased]"},{"error":null,"model_name":"gpt","response_text":"[erased]"}],"session_id":12,"turn":2}`},
+	// The text's hash would confirm a guess at the text.
 	{"knowledge.document_uploaded", 0, `{"knowledge_id":4,"user_id":7,"title":"MARKER-7f3a","content_hash":"ab","content_size":3}`,
-		`{"content_hash":"ab","content_size":3,"knowledge_id":4,"title":"[erased]","user_id":7}`},
+		`{"content_hash":"[erased]","content_size":3,"knowledge_id":4,"title":"[erased]","user_id":7}`},
 }
 
 func TestSealOpenErase(t *testing.T) {
