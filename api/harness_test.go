@@ -182,6 +182,8 @@ type envConfig struct {
 	corsOrigins []string
 	// extract bounds document extraction (zero fields: the defaults).
 	extract knowledge.ExtractLimits
+	// pool is the service's pool (nil: the package's).
+	pool *pgxpool.Pool
 }
 
 // dataKey is the master key of personal data of every service of the
@@ -210,7 +212,10 @@ type env struct {
 
 func startEnv(t testing.TB, cfg envConfig) *env {
 	t.Helper()
-	e := &env{pool: pgtest.Pool(t), mail: &mailbox{}, logs: &logLines{}, key: make([]byte, 32)}
+	e := &env{pool: cfg.pool, mail: &mailbox{}, logs: &logLines{}, key: make([]byte, 32)}
+	if e.pool == nil {
+		e.pool = pgtest.Pool(t)
+	}
 	if _, err := rand.Read(e.key); err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func allComponents() schema {
 var statusText = map[int]string{
 	400: "Bad request", 401: "Not authenticated", 403: "Not enough permissions", 404: "Not found",
 	408: "Request body too slow", 409: "Conflict", 413: "Request body too large", 422: "Validation error", 429: "Too many requests",
-	502: "Every model failed", 503: "The event store is unavailable, or a lock the change needs was held too long",
+	502: "Every model failed", 503: "The database or the event store is unavailable, or a lock the change needs was held too long",
 }
 
 // headerRef refers to a header of components.headers.
@@ -192,9 +192,10 @@ func (s *Server) openAPI() ([]byte, error) {
 			// Too large, cut short (400) or too slow (408).
 			errs = append(errs, 413, 400, 408)
 		}
-		if write {
-			errs = append(errs, 503) // EventStoreDB unreachable, a lock not taken in time
-		}
+		// Every operation reads or writes PostgreSQL (the session check
+		// alone does): out of reach, it is a 503; so are an unreachable
+		// EventStoreDB and a lock not taken in time.
+		errs = append(errs, 503)
 		sort.Ints(errs)
 		errs = slices.Compact(errs)
 		for _, code := range errs {

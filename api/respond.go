@@ -1,9 +1,11 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -155,6 +157,12 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		// Idempotency-Key, if any) can be sent again.
 		w.Header().Set("Retry-After", "1")
 		status, msg = http.StatusServiceUnavailable, "The event store is unavailable; retry in a moment"
+	case databaseUnavailable(err):
+		// A write may or may not have been recorded when its connection
+		// was lost: sent again with its Idempotency-Key, it is not
+		// recorded twice.
+		w.Header().Set("Retry-After", "1")
+		status, msg = http.StatusServiceUnavailable, "The database is unavailable; retry in a moment (a write with the same Idempotency-Key)"
 	}
 	if status < 500 && errors.As(err, &de) {
 		msg = de.Detail
@@ -165,6 +173,33 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.Info("request rejected", "status", status, "error", err, "request_id", requestID(r.Context()))
 	}
 	writeDetail(w, status, msg)
+}
+
+// databaseUnavailable reports whether err is PostgreSQL out of reach or
+// out of capacity rather than a defect: no connection could be made, one
+// was lost, the server is shutting down, starting or full, a statement was
+// cancelled (statement_timeout) or the work's deadline passed.
+func databaseUnavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	var netErr *net.OpError
+	switch {
+	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err),
+		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):
+		return true
+	case errors.As(err, &pgErr):
+		switch pgErr.Code[:2] {
+		case "08", // connection exception
+			"53": // insufficient resources: too many connections, disk full, out of memory
+			return true
+		}
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", // admin or crash shutdown, cannot connect now
+			"57014": // query_canceled: a statement_timeout
+			return true
+		}
+	}
+	return false
 }
 
 // lockNotAvailable reports whether err is PostgreSQL's lock_not_available
