@@ -82,13 +82,14 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
+	tookOver := false
 	if !owned {
 		// A request of the same key and body whose lease lapsed died with
 		// its process: this retry takes the key over and runs it.
 		err := db.QueryRow(ctx, `UPDATE idempotency_keys SET lease_until = now() + $4::interval
 			WHERE user_id = $1 AND key = $2 AND request = $3 AND status = 0 AND lease_until < now()
 			RETURNING created_at`, userID, key, request, idempotencyLease).Scan(&since)
-		owned = err == nil
+		owned, tookOver = err == nil, err == nil
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
@@ -148,8 +149,11 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 		// Failures are not remembered: a retry runs again. A failure after
 		// an append (or one that may have been written) keeps the key, its
 		// lease lapsed, so that a retry of the same request finds what was
-		// written; one that wrote nothing forgets the key.
-		if commands.MayHaveAppended(hctx) {
+		// written; so does the failure of a retry that took the key over,
+		// as the attempt before it may have appended (a turn's models fail
+		// before the turn looks for what that attempt recorded). One that
+		// wrote nothing, and followed none that might have, forgets the key.
+		if commands.MayHaveAppended(hctx) || tookOver {
 			_, _ = db.Exec(context.WithoutCancel(ctx), `UPDATE idempotency_keys SET lease_until = now() - interval '1 millisecond'
 				WHERE user_id = $1 AND key = $2 AND status = 0`, userID, key)
 		} else {

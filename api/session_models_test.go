@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
 	"lectern/llm"
 )
@@ -45,10 +46,11 @@ func newFakeProvider(t testing.TB, status int, answer string) *fakeProvider {
 		}
 		f.mu.Lock()
 		f.bodies = append(f.bodies, body)
+		status := f.status
 		f.mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(f.status)
-		if f.status != http.StatusOK {
+		w.WriteHeader(status)
+		if status != http.StatusOK {
 			message, _ := json.Marshal(f.message)
 			_, _ = fmt.Fprintf(w, `{"error":{"message":%s,"type":"server_error","param":null,"code":null}}`, message)
 			return
@@ -65,6 +67,13 @@ func newFakeProvider(t testing.TB, status int, answer string) *fakeProvider {
 func (f *fakeProvider) model(id int64, name string) llm.Model {
 	return llm.Model{ID: id, Name: name, Provider: llm.ProviderOpenAI, BaseURL: f.srv.URL + "/v1", ProviderModel: "test-model",
 		Timeout: 5 * time.Second, Retries: 0}
+}
+
+// setStatus makes f answer with status from now on.
+func (f *fakeProvider) setStatus(status int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status = status
 }
 
 // requests returns the bodies received so far.
@@ -84,7 +93,7 @@ func newModelEnv(t *testing.T, models ...llm.Model) *env {
 // doFailing is do for a request expected to answer 5xx (502, 503), which
 // send reports as a defect: it sends the request and checks the response
 // against the document.
-func (e *env) doFailing(t testing.TB, method, path string, body any, token string) response {
+func (e *env) doFailing(t testing.TB, method, path string, body any, token string, headers ...string) response {
 	t.Helper()
 	raw, err := json.Marshal(body)
 	if err != nil {
@@ -97,6 +106,9 @@ func (e *env) doFailing(t testing.TB, method, path string, body any, token strin
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := e.srv.Client().Do(req)
 	if err != nil {
@@ -244,5 +256,54 @@ func TestModelFailures(t *testing.T) {
 	}
 	if n := len(broken.requests()); n != 4 {
 		t.Errorf("broken was called %d times, want 4 (retries 0)", n)
+	}
+}
+
+// A retry that takes over the key of a turn whose answer was lost (its
+// process died after recording it), and whose models then fail, keeps the
+// key: the next retry answers with the turn recorded first instead of
+// recording it again.
+func TestIdempotentTurnRetriedThroughAProviderOutage(t *testing.T) {
+	t.Parallel()
+	provider := newFakeProvider(t, http.StatusOK, "An answer")
+	m := provider.model(1, "fake")
+	m.Default = true
+	e := newModelEnv(t, m)
+	c := e.newClassroom(t, nil)
+	u := c.student
+	// lose leaves key as a dead process leaves it: in progress, lease lapsed.
+	lose := func(key string) {
+		t.Helper()
+		if _, err := e.pool.Exec(context.Background(), `UPDATE idempotency_keys SET status = 0, headers = '{}', body = '',
+			lease_until = now() - interval '1 second' WHERE user_id = $1 AND key = $2`, u.ID, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retried := func(path string, body any, status int) response {
+		t.Helper()
+		key := uuid.NewString()
+		first := e.do(t, "POST", path, body, u.Access, "Idempotency-Key", key)
+		wantStatus(t, first, status)
+		lose(key)
+		provider.setStatus(http.StatusInternalServerError)
+		wantStatus(t, e.doFailing(t, "POST", path, body, u.Access, "Idempotency-Key", key), http.StatusBadGateway)
+		provider.setStatus(http.StatusOK)
+		wantBody(t, e.do(t, "POST", path, body, u.Access, "Idempotency-Key", key), status, string(first.Body))
+		return first
+	}
+
+	sid := num(t, retried(runPath(c.class), map[string]any{"prompt_text": "hello"}, http.StatusCreated), "session_id")
+	if n := num(t, e.do(t, "GET", sessionsPath, nil, u.Access), "total"); n != 1 {
+		t.Errorf("%d sessions, want 1", n)
+	}
+	retried(sessionPath(sid)+"/chat", map[string]any{"prompt_text": "again"}, http.StatusOK)
+	var turns int
+	for _, ev := range e.streamEvents(t, fmt.Sprintf("session-%d", sid)) {
+		if ev.Type == "session.turn_recorded" {
+			turns++
+		}
+	}
+	if turns != 2 {
+		t.Errorf("the session holds %d turns, want 2", turns)
 	}
 }
