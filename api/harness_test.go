@@ -184,6 +184,8 @@ type envConfig struct {
 	extract knowledge.ExtractLimits
 	// pool is the service's pool (nil: the package's).
 	pool *pgxpool.Pool
+	// embedder embeds knowledge chunks (nil: the offline embedder).
+	embedder knowledge.Embedder
 }
 
 // dataKey is the master key of personal data of every service of the
@@ -237,6 +239,7 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		ForwardedHeader: cfg.forwardedHeader,
 		CORSOrigins:     cfg.corsOrigins,
 		Extract:         cfg.extract,
+		Embedder:        cfg.embedder,
 		EventStoreURL:   eventStoreURL(t),
 		ConsistencyWait: pgtest.ConsistencyWait,
 	})

@@ -6,11 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 
 	"lectern/blobs"
 	"lectern/eventstore"
+	"lectern/knowledge"
 	"lectern/knowledge/knowledgetest"
 	"lectern/pgtest"
 	"lectern/poll"
@@ -517,4 +521,40 @@ func TestDocumentFromBeforeBlobs(t *testing.T) {
 	if !strings.Contains(string(hits.Body), "Mitochondria") {
 		t.Errorf("%s: want the old document's text found", hits)
 	}
+}
+
+// flakyEmbedder is the offline embedder, failing while down is set.
+type flakyEmbedder struct {
+	down    atomic.Bool
+	offline knowledge.Embedder
+}
+
+func (f *flakyEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if f.down.Load() {
+		return nil, errors.New("embedder: 503 Service Unavailable")
+	}
+	return f.offline.Embed(ctx, texts)
+}
+
+// An upload whose indexing fails (the embedder out of reach) has still
+// recorded the document: it answers 201, once, with no chunks yet, and a
+// reindex job (here the package's worker) indexes it afterwards.
+func TestUploadOutlivesTheEmbedder(t *testing.T) {
+	t.Parallel()
+	embedder := &flakyEmbedder{offline: knowledge.NewOffline()}
+	embedder.down.Store(true)
+	e := newEnv(t, envConfig{embedder: embedder})
+	u := e.signUp(t)
+	res := e.uploadDocument(t, u.Access, "Cells", cellText)
+	if n := num(t, res, "chunks"); n != 0 {
+		t.Errorf("%s: %d chunks, want 0 until the document is indexed", res, n)
+	}
+	id := num(t, res, "knowledge_id")
+	wantBody(t, e.do(t, "GET", documentsPath, nil, u.Access), http.StatusOK, `{"items":[`+string(e.do(t, "GET", documentPath(id), nil, u.Access).Body)+`],"total":1,"page":1,"size":50}`)
+	if got := eventTypes(e.streamEvents(t, fmt.Sprintf("knowledge-%d", id))); !slices.Equal(got, []string{"knowledge.document_uploaded", "knowledge.reindex_requested"}) {
+		t.Errorf("the document's events: %v", got)
+	}
+	poll.Must(t, 20*time.Second, "the reindex job indexes the document", func() bool {
+		return num(t, e.do(t, "GET", documentPath(id), nil, u.Access), "chunks") > 0
+	})
 }

@@ -95,7 +95,10 @@ func knowledgeStream(id int64) string { return eventstore.StreamName(events.Cate
 const embedBatch = 32
 
 // Upload records the document c describes and indexes it; it returns the
-// number of chunks.
+// number of chunks. Once the document is recorded the upload has
+// succeeded: when indexing it fails (the embedder is out of reach), its
+// index is left to a reindex job, as its owner would ask for one, and it
+// has no chunks until then.
 func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocument) (aggregates.KnowledgeDocument, int, Result, error) {
 	if c.OwnerID <= 0 {
 		return aggregates.KnowledgeDocument{}, 0, Result{}, errors.New("upload knowledge document: no owner")
@@ -120,7 +123,18 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 		return doc, 0, res, err
 	}
 	n, err := k.index(ctx, id, c.OwnerID, &ref, c.Content, nil)
-	return doc, n, res, err
+	if err == nil || errors.Is(err, personal.ErrSubjectErased) {
+		return doc, n, res, err
+	}
+	if k.d.Logger != nil {
+		k.d.Logger.Warn("indexing an uploaded document failed; a reindex job takes it over", "knowledge_id", id, "error", err)
+	}
+	if _, jobRes, jerr := k.RequestReindex(ctx, c.OwnerID, id); jerr == nil {
+		res = jobRes // the later position: a read after the answer sees the job too
+	} else if k.d.Logger != nil {
+		k.d.Logger.Error("queueing the reindex of an uploaded document failed", "knowledge_id", id, "error", jerr)
+	}
+	return doc, 0, res, nil
 }
 
 // UpdateSettings applies a merge update of a document's search settings.
