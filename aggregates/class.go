@@ -2,6 +2,7 @@ package aggregates
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -185,9 +186,12 @@ type CreateClass struct {
 	InviteOnly      *bool // nil: false
 	PrimaryModelID  *int64
 	AllowedModelIDs []int64
-	StudentCode     NewInviteCode
-	AssistantCode   NewInviteCode
-	Now             time.Time
+	// Catalogue holds the model catalogue's ids, which the class's models
+	// must be among (nil: no catalogue to check them against).
+	Catalogue     []int64
+	StudentCode   NewInviteCode
+	AssistantCode NewInviteCode
+	Now           time.Time
 }
 
 // DecideCreateClass creates the class (planned unless asked otherwise; a new
@@ -211,6 +215,9 @@ func DecideCreateClass(c Class, cmd CreateClass) ([]events.Event, error) {
 		return nil, derrors.InvalidField("status", status, "unknown class status")
 	}
 	if err := checkClassFields(cmd.StartAt, cmd.EndAt, cmd.Capacity); err != nil {
+		return nil, err
+	}
+	if err := checkClassModels(cmd.PrimaryModelID, cmd.AllowedModelIDs, cmd.Catalogue); err != nil {
 		return nil, err
 	}
 	if cmd.StudentCode.Code == "" || cmd.AssistantCode.Code == "" || cmd.StudentCode.Code == cmd.AssistantCode.Code {
@@ -253,6 +260,27 @@ func checkClassFields(start, end *time.Time, capacity *int64) error {
 	return nil
 }
 
+// checkClassModels refuses a class's models that are not in the catalogue,
+// and a list that names a model twice: a class whose models no turn can use
+// would refuse every practice turn.
+func checkClassModels(primary *int64, allowed, catalogue []int64) error {
+	var errs []error
+	if primary != nil && catalogue != nil && !slices.Contains(catalogue, *primary) {
+		errs = append(errs, &derrors.FieldError{Kind: ErrUnknownModel, Field: "primary_model_id", Input: *primary,
+			Msg: fmt.Sprintf("no model has id %d", *primary)})
+	}
+	for i, id := range allowed {
+		field := derrors.Item("allowed_model_ids", i)
+		switch {
+		case catalogue != nil && !slices.Contains(catalogue, id):
+			errs = append(errs, &derrors.FieldError{Kind: ErrUnknownModel, Field: field, Input: id, Msg: fmt.Sprintf("no model has id %d", id)})
+		case slices.Index(allowed, id) < i:
+			errs = append(errs, derrors.InvalidField(field, id, fmt.Sprintf("model %d is named more than once", id)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func nonNil(ids []int64) []int64 {
 	if ids == nil {
 		return []int64{}
@@ -279,6 +307,8 @@ type UpdateClass struct {
 	InviteOnly      Patch[bool]
 	PrimaryModelID  Patch[*int64]
 	AllowedModelIDs Patch[[]int64]
+	// Catalogue is CreateClass.Catalogue.
+	Catalogue []int64
 }
 
 // DecideUpdateClass applies the fields that change and moves the status
@@ -317,6 +347,19 @@ func DecideUpdateClass(c Class, cmd UpdateClass) ([]events.Event, error) {
 		return nil, derrors.InvalidField("name", e.Name, "name must not be blank")
 	}
 	if err := checkClassFields(e.StartAt, e.EndAt, e.Capacity); err != nil {
+		return nil, err
+	}
+	// Only what the update sets is checked: a model withdrawn from the
+	// catalogue since does not block other changes.
+	var primary *int64
+	var allowed []int64
+	if cmd.PrimaryModelID.Set {
+		primary = cmd.PrimaryModelID.Value
+	}
+	if cmd.AllowedModelIDs.Set {
+		allowed = cmd.AllowedModelIDs.Value
+	}
+	if err := checkClassModels(primary, allowed, cmd.Catalogue); err != nil {
 		return nil, err
 	}
 	var out []events.Event

@@ -104,6 +104,27 @@ func TestCreateClassDecisions(t *testing.T) {
 			wantErr: &derrors.FieldError{},
 		},
 		{
+			name: "an allowed model outside the catalogue is unknown",
+			when: with(func(c *aggregates.CreateClass) {
+				c.Catalogue, c.AllowedModelIDs = []int64{1, 2}, []int64{1, 3}
+			}),
+			wantErr: aggregates.ErrUnknownModel,
+		},
+		{
+			name: "a primary model outside the catalogue is unknown",
+			when: with(func(c *aggregates.CreateClass) {
+				c.Catalogue, c.PrimaryModelID = []int64{1, 2}, ptr[int64](3)
+			}),
+			wantErr: aggregates.ErrUnknownModel,
+		},
+		{
+			name: "a model named twice is invalid",
+			when: with(func(c *aggregates.CreateClass) {
+				c.Catalogue, c.AllowedModelIDs = []int64{1, 2}, []int64{2, 2}
+			}),
+			wantErr: &derrors.FieldError{},
+		},
+		{
 			name:    "create twice conflicts",
 			given:   aClass,
 			when:    base,
@@ -164,6 +185,23 @@ func TestUpdateClassDecisions(t *testing.T) {
 			when: update(aggregates.UpdateClass{Location: aggregates.Set[*string](nil), CourseID: aggregates.Set[*int64](nil),
 				AllowedModelIDs: aggregates.Set[[]int64](nil)}),
 			then: []events.Event{updated("course_id", "location")},
+		},
+		{
+			name:    "models set outside the catalogue are unknown",
+			given:   aClass,
+			when:    update(aggregates.UpdateClass{Catalogue: []int64{1, 2}, AllowedModelIDs: aggregates.Set([]int64{4})}),
+			wantErr: aggregates.ErrUnknownModel,
+		},
+		{
+			name: "a model since withdrawn from the catalogue does not block other changes",
+			given: []events.Event{events.ClassCreated{ClassID: 9, OrgID: 1, PartnerID: 6, Name: "Period 1", Status: "planned",
+				PrimaryModelID: ptr[int64](4), AllowedModelIDs: []int64{4}}},
+			when: update(aggregates.UpdateClass{Catalogue: []int64{1, 2}, Name: aggregates.Set("Period 2")}),
+			then: []events.Event{func() events.ClassUpdated {
+				e := updated("name")
+				e.Name, e.PrimaryModelID, e.AllowedModelIDs = "Period 2", ptr[int64](4), []int64{4}
+				return e
+			}()},
 		},
 		{
 			name:    "end_at before the stored start_at is invalid",

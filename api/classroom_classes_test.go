@@ -200,6 +200,11 @@ func TestCreateClassValidation(t *testing.T) {
 			`{"detail":[{"type":"int_parsing","loc":["body","allowed_model_ids",1],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"two"}]}`},
 		{"model ids not a list", `{"name":"n","allowed_model_ids":3}`,
 			`{"detail":[{"type":"list_type","loc":["body","allowed_model_ids"],"msg":"Input should be a valid list","input":3}]}`},
+		// A class whose models no turn can use would refuse every turn.
+		{"models that are not in the catalogue", `{"name":"n","primary_model_id":998,"allowed_model_ids":[1,999]}`,
+			`{"detail":[{"type":"value_error","loc":["body","primary_model_id"],"msg":"Value error, no model has id 998; GET /models lists the models","input":998,"ctx":{"error":"no model has id 998; GET /models lists the models"}},{"type":"value_error","loc":["body","allowed_model_ids",1],"msg":"Value error, no model has id 999; GET /models lists the models","input":999,"ctx":{"error":"no model has id 999; GET /models lists the models"}}]}`},
+		{"a model named twice", `{"name":"n","allowed_model_ids":[2,1,2]}`,
+			`{"detail":[{"type":"value_error","loc":["body","allowed_model_ids",2],"msg":"Value error, model 2 is named more than once","input":2,"ctx":{"error":"model 2 is named more than once"}}]}`},
 		{"invite_only not a boolean", `{"name":"n","invite_only":"perhaps"}`,
 			`{"detail":[{"type":"bool_parsing","loc":["body","invite_only"],"msg":"Input should be a valid boolean, unable to interpret input","input":"perhaps"}]}`},
 		{"a date-time past year 9999 in UTC", `{"name":"n","end_at":"9999-12-31T23:00:00-05:00"}`,
@@ -220,7 +225,7 @@ func TestUpdateClass(t *testing.T) {
 	s, other := openSchool(t, e), openSchool(t, e)
 	course := num(t, e.createCourse(t, s, `{"title":"A","course_key":"A"}`), "id")
 	foreign := num(t, e.createCourse(t, other, `{"title":"A","course_key":"A"}`), "id")
-	created := e.createClass(t, s, `{"name":"P1","location":"Room 1","invite_only":true,"allowed_model_ids":[3],"start_at":"2026-01-01T00:00:00Z"}`)
+	created := e.createClass(t, s, `{"name":"P1","location":"Room 1","invite_only":true,"allowed_model_ids":[2],"start_at":"2026-01-01T00:00:00Z"}`)
 	id := num(t, created, "id")
 	path := s.at("/classes/%d", id)
 	patch := func(body string) response {
@@ -261,6 +266,10 @@ func TestUpdateClass(t *testing.T) {
 	wantDetail(t, e.do(t, "PATCH", path, fmt.Sprintf(`{"course_id":%d}`, foreign), s.teacher.Access), http.StatusNotFound, "Course not found")
 	wantBody(t, e.do(t, "PATCH", path, `{"end_at":"2025-12-31T23:59:59Z"}`, s.teacher.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"value_error","loc":["body","end_at"],"msg":"Value error, end_at must not be before start_at","input":"2025-12-31T23:59:59Z","ctx":{"error":"end_at must not be before start_at"}}]}`)
+	wantBody(t, e.do(t, "PATCH", path, `{"allowed_model_ids":[7]}`, s.teacher.Access), http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"value_error","loc":["body","allowed_model_ids",0],"msg":"Value error, no model has id 7; GET /models lists the models","input":7,"ctx":{"error":"no model has id 7; GET /models lists the models"}}]}`)
+	wantBody(t, e.do(t, "PATCH", path, `{"primary_model_id":7}`, s.teacher.Access), http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"value_error","loc":["body","primary_model_id"],"msg":"Value error, no model has id 7; GET /models lists the models","input":7,"ctx":{"error":"no model has id 7; GET /models lists the models"}}]}`)
 	wantBody(t, e.do(t, "PATCH", path, `{"name":null,"status":null}`, s.teacher.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"string_type","loc":["body","name"],"msg":"Input should be a valid string","input":null},`+
 			`{"type":"enum","loc":["body","status"],"msg":"Input should be 'planned', 'active' or 'ended'","input":null,"ctx":{"expected":"'planned', 'active' or 'ended'"}}]}`)

@@ -115,7 +115,12 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		logger.Info("request rejected", "status", 422, "request_id", requestID(r.Context()))
 		return
 	case errors.As(err, &field):
-		writeValidation(w, validation.Errors{validation.FieldItem(validation.SourcesOf(err), field, fieldMessage(field))})
+		// Every field error at once, when the domain joined several.
+		items, ok := validation.FieldItems(err, fieldMessage)
+		if !ok {
+			items = validation.Errors{validation.FieldItem(validation.SourcesOf(err), field, fieldMessage(field))}
+		}
+		writeValidation(w, items)
 		logger.Info("request rejected", "status", 422, "error", err, "request_id", requestID(r.Context()))
 		return
 	case errors.As(err, &located):

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
+
+	"lectern/llm"
 )
 
 func TestRunSessionValidation(t *testing.T) {
@@ -126,8 +129,10 @@ func TestRunSessionRefusedModelsAndExamples(t *testing.T) {
 		`{"type":"value_error","loc":["body","few_shot_example_ids",3],"msg":"Value error, few-shot example %[2]d is listed more than once","input":%[2]d,`+
 		`"ctx":{"error":"few-shot example %[2]d is listed more than once"}}]}`, theirs, mine))
 
-	// A class whose allowed models are all outside the catalogue has no default.
-	empty := e.newClassroom(t, map[string]any{"allowed_model_ids": []int{999}})
+	// A class whose allowed models have all left the catalogue since (made
+	// on a service whose catalogue still had them) has no default.
+	withdrawn := newModelEnv(t, llm.Model{ID: 999, Name: "retired", Provider: llm.ProviderEcho, Timeout: time.Second, Default: true})
+	empty := withdrawn.newClassroom(t, map[string]any{"allowed_model_ids": []int{999}})
 	wantBody(t, e.do(t, "POST", runPath(empty.class), map[string]any{"prompt_text": "x"}, empty.student.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"value_error","loc":["body","model_names"],"msg":"Value error, no model of the catalogue is allowed in this class",`+
 			`"input":null,"ctx":{"error":"no model of the catalogue is allowed in this class"}}]}`)

@@ -50,6 +50,19 @@ func (c *Classroom) Now() time.Time { return c.d.Now() }
 
 func (c *Classroom) now() time.Time { return c.d.Now().UTC().Truncate(time.Microsecond) }
 
+// catalogue is the ids of the models a class may name (nil without a
+// gateway: nothing to check them against).
+func (c *Classroom) catalogue() []int64 {
+	if c.d.Gateway == nil {
+		return nil
+	}
+	var ids []int64
+	for _, m := range c.d.Gateway.Catalogue().Models() {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
 var (
 	errCourseNotFound = derrors.New(derrors.ErrNotFound, "Course not found")
 	errClassNotFound  = derrors.New(derrors.ErrNotFound, "Class not found")
@@ -219,6 +232,7 @@ func (c *Classroom) CreateClass(ctx context.Context, cmd aggregates.CreateClass)
 		return aggregates.Class{}, Result{}, err
 	}
 	cmd.ClassID = id
+	cmd.Catalogue = c.catalogue()
 	stream := eventstore.StreamName(events.CategoryClass, id)
 	var claimed []string
 	releaseCodes := func() {
@@ -253,6 +267,7 @@ func (c *Classroom) CreateClass(ctx context.Context, cmd aggregates.CreateClass)
 // UpdateClass applies a merge update. A new course must belong to the
 // class's organisation.
 func (c *Classroom) UpdateClass(ctx context.Context, cmd aggregates.UpdateClass) (aggregates.Class, Result, error) {
+	cmd.Catalogue = c.catalogue()
 	if _, err := c.loadClass(ctx, cmd.OrgID, cmd.ClassID); err != nil {
 		return aggregates.Class{}, Result{}, err
 	}
