@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,7 +106,8 @@ func TestOperatorSkipsAPoisonEvent(t *testing.T) {
 	if ids := seenIDs(t, pool); len(ids) != 2 || ids[0] != 1 || ids[1] != 3 {
 		t.Errorf("applied %v, want [1 3]", ids)
 	}
-	if d := deadLetter(t, pool, "stopper"); d.Status != projections.DeadLetterSkipped || d.Failures != 6 {
+	// Passed over without another try: its failures stay those it stopped at.
+	if d := deadLetter(t, pool, "stopper"); d.Status != projections.DeadLetterSkipped || d.Failures != 3 {
 		t.Errorf("after the skip: %+v", d)
 	}
 	if n := skippedOf(r, "stopper"); n != 1 {
@@ -219,5 +221,77 @@ func TestAnErasureIsNeverPassedOver(t *testing.T) {
 	}
 	if n := skippedOf(r, "eraser"); n != 0 {
 		t.Errorf("skipped %d, want 0", n)
+	}
+}
+
+// connectionKiller is a projection into seen whose handler, on agents named
+// "poison", ends its own connection: as a value the driver cannot send
+// does, the attempt breaks its transaction, so no dead letter can be
+// written in it and each poll brings the event back. With tables, it is
+// applied in live batches first.
+func connectionKiller(name string, policy projections.PoisonPolicy, tables ...string) projections.Projection {
+	return projections.Projection{Name: name, OnPoison: policy, Tables: tables, Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			if e.Name == "poison" {
+				_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+				return errors.Join(errors.New("the connection is gone"), err)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1)`, e.AgentID)
+			return err
+		}),
+	}}
+}
+
+// An event whose every attempt breaks its transaction is poison too: after
+// MaxAttempts polls its projection stops with a dead letter (it used to
+// poll it forever), and an operator's skip passes over it.
+func TestAnEventThatBreaksItsTransactionStopsItsProjection(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	l, r := start(t, pool, 3, connectionKiller("killed", projections.StopOnPoison))
+	appendAgent(t, pool, 1, "fine")
+	poisonPos := appendAgent(t, pool, 2, "poison")
+	after := appendAgent(t, pool, 3, "fine")
+	awaitStall(t, r, "killed")
+	d := deadLetter(t, pool, "killed")
+	if d.Status != projections.DeadLetterStopped || d.Failures != 3 || d.Position != poisonPos.String() ||
+		!strings.Contains(d.Error, "the connection is gone") {
+		t.Errorf("dead letter %+v", d)
+	}
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "killed", d.EventID, projections.DeadLetterSkip, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, l, after, "killed")
+	if ids := seenIDs(t, pool); len(ids) != 2 || ids[0] != 1 || ids[1] != 3 {
+		t.Errorf("applied %v, want [1 3]", ids)
+	}
+	if d := deadLetter(t, pool, "killed"); d.Status != projections.DeadLetterSkipped || d.Failures != 3 {
+		t.Errorf("after the skip: %+v", d)
+	}
+}
+
+// Under SkipPoison, such an event is passed over after MaxAttempts polls,
+// in live batches as one at a time.
+func TestSkipPolicyPassesOverAnEventThatBreaksItsTransaction(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		tables []string
+	}{{"one at a time", nil}, {"in live batches", []string{"seen"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+			l, r := start(t, pool, 3, connectionKiller("killed", projections.SkipPoison, tc.tables...))
+			appendAgent(t, pool, 1, "fine")
+			appendAgent(t, pool, 2, "poison")
+			after := appendAgent(t, pool, 3, "fine")
+			waitFor(t, l, after, "killed")
+			if ids := seenIDs(t, pool); len(ids) != 2 || ids[0] != 1 || ids[1] != 3 {
+				t.Errorf("applied %v, want [1 3]", ids)
+			}
+			if d := deadLetter(t, pool, "killed"); d.Status != projections.DeadLetterSkipped || d.Failures != 3 {
+				t.Errorf("dead letter %+v", d)
+			}
+			if n := skippedOf(r, "killed"); n != 1 {
+				t.Errorf("skipped %d, want 1", n)
+			}
+		})
 	}
 }

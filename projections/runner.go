@@ -172,6 +172,12 @@ type Runner struct {
 	status   map[string]*Status
 	skipped  map[string]int64
 	retrying map[string]string // projection: the event an operator asked to retry
+	// skipping holds, by projection, the event to pass over without trying
+	// it again: an operator's skip, or one SkipPoison decided on after the
+	// event broke its transactions (brokeTransaction). skips counts them,
+	// so that the events of a projection with none are not looked up.
+	skipping map[string]string
+	skips    atomic.Int32
 }
 
 // NewRunner returns a runner of projections.
@@ -179,7 +185,7 @@ func NewRunner(pool *pgxpool.Pool, listener *Listener, registry *events.Registry
 	return &Runner{
 		pool: pool, listener: listener, registry: registry, logger: logger, projections: projections,
 		MaxAttempts: 5, Fallback: 250 * time.Millisecond, AttemptTimeout: 10 * time.Second, OperatorPoll: time.Second,
-		status: map[string]*Status{}, skipped: map[string]int64{}, retrying: map[string]string{},
+		status: map[string]*Status{}, skipped: map[string]int64{}, retrying: map[string]string{}, skipping: map[string]string{},
 	}
 }
 
@@ -265,6 +271,9 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 				r.retrying[p.Name] = st.EventID
 			}
 			r.mu.Unlock()
+			if action == DeadLetterSkip {
+				r.skip(p.Name, st.EventID)
+			}
 			r.logger.Info("projection restarting at the operator's request", "projection", p.Name, "event_id", st.EventID, "action", action)
 		}
 	}
@@ -430,6 +439,7 @@ const pollBatch = 100
 func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]bool, stop func() error) message.HandlerMiddleware {
 	var mu sync.Mutex
 	var open pgx.Tx // the batch transaction holding an unreleased savepoint
+	var broke brokenRun
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			ctx := msg.Context()
@@ -440,7 +450,11 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 			if !handled[msg.Metadata.Get(postgres.MetaEventType)] {
 				return h(msg) // acked as not this projection's: nothing to protect
 			}
+			skipping := r.skips.Load() > 0 && r.toSkip(name, msg.UUID) && !erasure(msg.Metadata.Get(postgres.MetaEventType))
 			if batched {
+				if skipping && bt.failed == nil {
+					bt.fail(fmt.Errorf("event %s is to be passed over", msg.UUID)) // one at a time, below
+				}
 				if bt.failed == nil {
 					if _, err := h(msg); err != nil { // the handler collects the event (handle)
 						bt.fail(fmt.Errorf("event %s: %w", msg.UUID, err))
@@ -454,6 +468,9 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 			}
 			mu.Lock()
 			defer mu.Unlock()
+			if skipping {
+				return nil, r.passOver(ctx, tx, name, msg)
+			}
 			sp := newSavepointTx(tx, "SAVEPOINT projection_event")
 			if open == tx {
 				sp.pending = []string{"RELEASE SAVEPOINT projection_event", "SAVEPOINT projection_event"}
@@ -469,17 +486,29 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 					open = tx
 				}
 				if herr == nil {
+					broke = brokenRun{}
 					if err := r.retried(ctx, tx, name, msg); err != nil {
 						return nil, err
 					}
 					failpoint.Reach(failpoint.ProjectionApplied)
 					return out, nil
 				}
+				if tx.Conn().IsClosed() {
+					// The attempt broke the transaction (its connection
+					// closed, as the driver does after a value it could not
+					// send): nothing of this poll commits, so its failures
+					// are counted across polls.
+					open = nil
+					r.brokeTransaction(&broke, name, policy, msg, herr, stop)
+					return nil, herr
+				}
 				// An attempt that wrote nothing has nothing to undo; the
 				// savepoint survives ROLLBACK TO, ready for the next attempt.
 				if sp.established() {
 					if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT projection_event"); err != nil {
+						// Broken too, as above.
 						open = nil
+						r.brokeTransaction(&broke, name, policy, msg, herr, stop)
 						return nil, errors.Join(herr, err)
 					}
 				}
@@ -508,6 +537,80 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 			}
 		}
 	}
+}
+
+// brokenRun counts the deliveries in a row of one event whose attempt
+// broke the transaction.
+type brokenRun struct {
+	eventID  string
+	attempts int
+}
+
+// brokeTransaction follows an attempt at msg that broke its transaction:
+// no dead letter can be written in it, nor an offset moved past the event,
+// and the subscriber delivers the same event again, in that transaction,
+// until the router restarts. After MaxAttempts such deliveries in a row the
+// event is poison like any other: its dead letter is written on its own
+// and the projection stops; under SkipPoison the dead letter asks for a
+// skip, which the restart passes over at once (supervise) (an erasure is
+// never passed over).
+func (r *Runner) brokeTransaction(run *brokenRun, name string, policy PoisonPolicy, msg *message.Message, herr error, stop func() error) {
+	if run.eventID != msg.UUID {
+		*run = brokenRun{eventID: msg.UUID}
+	}
+	if run.attempts++; run.attempts < r.MaxAttempts {
+		return
+	}
+	attempts := run.attempts
+	*run = brokenRun{}
+	status := DeadLetterStopped
+	if policy == SkipPoison && !erasure(msg.Metadata.Get(postgres.MetaEventType)) && !r.Restarted {
+		status = DeadLetterSkip
+	}
+	if !r.Restarted {
+		if err := recordDeadLetter(context.Background(), r.pool, name, msg, herr, attempts, status); err != nil {
+			r.logger.Error("recording a dead letter", "projection", name, "event_id", msg.UUID, "error", err)
+		}
+	}
+	r.stall(name, msg, herr)
+	go func() { _ = stop() }()
+}
+
+// skip has projection name pass over eventID when it next comes.
+func (r *Runner) skip(name, eventID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.skipping[name]; !ok {
+		r.skips.Add(1)
+	}
+	r.skipping[name] = eventID
+}
+
+// toSkip reports whether projection name is to pass over eventID.
+func (r *Runner) toSkip(name, eventID string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.skipping[name] == eventID
+}
+
+// passOver acks msg, which projection name is to pass over, without trying
+// it again (it may break the transaction): its dead letter is marked
+// skipped in the projection's transaction, which commits it with the offset
+// past the event. (An erasure is never passed over: the caller tries it.)
+func (r *Runner) passOver(ctx context.Context, tx pgx.Tx, name string, msg *message.Message) error {
+	if _, err := tx.Exec(ctx, `UPDATE projection_dead_letters SET status = $3, updated_at = now()
+		WHERE projection = $1 AND event_id::text = $2`, name, msg.UUID, DeadLetterSkipped); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	delete(r.skipping, name)
+	r.skips.Add(-1)
+	r.skipped[name]++
+	r.mu.Unlock()
+	r.logger.Warn("projection skipped an event it could not apply", "projection", name, "event_id", msg.UUID,
+		"event_type", msg.Metadata.Get(postgres.MetaEventType), "stream_id", msg.Metadata.Get(postgres.MetaStreamID),
+		"position", msg.Metadata.Get(postgres.MetaPosition))
+	return nil
 }
 
 // fatalReporter is a subscriber that can fail for good (an ESDBSubscriber
