@@ -275,14 +275,21 @@ type FinishReindex struct {
 	Error       *string // nil: completed
 }
 
+// ErrJobNotRequested is the end of a reindex job whose request the
+// document's history does not hold.
+var ErrJobNotRequested = errors.New("the reindex job was never requested")
+
 // DecideFinishReindex records the job's end once; a job finished already
-// (a worker that resumed it after a restart) records nothing.
+// (a worker that resumed it after a restart) records nothing, and one never
+// requested is refused (its worker checks first).
 func DecideFinishReindex(d KnowledgeDocument, c FinishReindex) ([]events.Event, error) {
 	if !d.Exists() {
 		return nil, errKnowledgeNotFound
 	}
-	switch d.Jobs[c.JobID] {
-	case JobCompleted, JobFailed:
+	switch status, requested := d.Jobs[c.JobID]; {
+	case !requested:
+		return nil, fmt.Errorf("%w: job %d of document %d", ErrJobNotRequested, c.JobID, d.ID)
+	case status == JobCompleted, status == JobFailed:
 		return nil, nil
 	}
 	status := JobCompleted

@@ -157,6 +157,12 @@ func TestKnowledgeDecisions(t *testing.T) {
 				Error: ptr("embedder down")}},
 		},
 		{
+			name:    "a job never requested does not finish",
+			given:   []events.Event{docUploaded},
+			when:    finish(aggregates.FinishReindex{KnowledgeID: 4, JobID: 12, ChunksTotal: 3}),
+			wantErr: aggregates.ErrJobNotRequested,
+		},
+		{
 			name: "a job finishes once (a resumed job records nothing)",
 			given: []events.Event{docUploaded, events.KnowledgeReindexRequested{KnowledgeID: 4, JobID: 12},
 				events.KnowledgeReindexFinished{KnowledgeID: 4, JobID: 12, Status: "completed", ChunksTotal: 3}},

@@ -369,9 +369,65 @@ func TestReindexResumesAnAbandonedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.requestReindex(t, id, job) // the request the job came with
 	done := e.awaitJob(t, u.Access, fmt.Sprintf("%s/reindex/%d", documentPath(id), job))
 	if str(t, done, "status") != "completed" || num(t, done, "chunks_done") != 1 {
 		t.Errorf("%s: the abandoned job is resumed and completed", done)
+	}
+}
+
+// requestReindex appends the request of job for document id, as
+// RequestReindex does after writing the job.
+func (e *env) requestReindex(t testing.TB, id, job int64) {
+	t.Helper()
+	stream := fmt.Sprintf("knowledge-%d", id)
+	if _, err := e.events(t).Append(context.Background(), stream, eventstore.Exact(int64(len(e.streamEvents(t, stream)))), []eventstore.EventData{{
+		ID: uuid.New(), Type: "knowledge.reindex_requested", SchemaVersion: 1,
+		Data: json.RawMessage(fmt.Sprintf(`{"knowledge_id":%d,"job_id":%d}`, id, job)), RecordedAt: time.Now().UTC(),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A job runs only once its request is recorded: a job whose request is
+// still being appended waits for it, and one whose request never was
+// (its append failed, and its process stopped before it withdrew the job)
+// is dropped after a minute, never run.
+func TestReindexWaitsForItsRequest(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	id := num(t, e.uploadDocument(t, u.Access, "Notes", cellText), "knowledge_id")
+	job := func(requestedAt string) int64 {
+		t.Helper()
+		var job int64
+		if err := e.pool.QueryRow(t.Context(), `
+			INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at)
+			VALUES (nextval('knowledge_job_ids'), $1, $2, 'queued', now() - $3::interval) RETURNING job_id`, id, u.ID, requestedAt).Scan(&job); err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	exists := func(job int64) bool {
+		var n int
+		if err := e.pool.QueryRow(t.Context(), `SELECT count(*) FROM knowledge_reindex_jobs WHERE job_id = $1`, job).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+
+	lost := job("2 minutes")
+	poll.Must(t, 10*time.Second, "the job whose request was never recorded is dropped", func() bool { return !exists(lost) })
+
+	waiting := job("0 seconds")
+	e.requestReindex(t, id, waiting)
+	done := e.awaitJob(t, u.Access, fmt.Sprintf("%s/reindex/%d", documentPath(id), waiting))
+	if str(t, done, "status") != "completed" {
+		t.Errorf("%s: the job runs once its request is recorded", done)
+	}
+	if diff := cmp.Diff([]string{"knowledge.document_uploaded", "knowledge.reindex_requested", "knowledge.reindex_finished"},
+		eventTypes(e.streamEvents(t, fmt.Sprintf("knowledge-%d", id)))); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
 

@@ -289,11 +289,32 @@ func (k *KnowledgeJobs) RunOneJob(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	k.logger.Info("reindex job started", "job_id", jobID, "knowledge_id", knowledgeID)
-	return true, k.runJob(ctx, jobID, knowledgeID)
+	err = k.runJob(ctx, jobID, knowledgeID)
+	if errors.Is(err, errNotRequested) {
+		return false, nil // not worked: the worker waits before it looks again
+	}
+	return true, err
 }
 
+// requestGrace is how long a job whose request is not recorded may be
+// waiting for it: RequestReindex writes the job, then appends the request.
+const requestGrace = time.Minute
+
+// errNotRequested is a claimed job whose request is not recorded (yet).
+var errNotRequested = errors.New("reindex job: its request is not recorded")
+
 func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64) error {
+	// A job runs only once its request is in the document's history: a
+	// request whose append fails withdraws its job, and one still being
+	// appended must not find its job finished before it.
+	doc, _, _, err := load(ctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument)
+	if err != nil {
+		return err
+	}
+	if _, requested := doc.Jobs[jobID]; !requested {
+		return k.unrequested(ctx, jobID)
+	}
+	k.logger.Info("reindex job started", "job_id", jobID, "knowledge_id", knowledgeID)
 	total, err := k.reindex(ctx, jobID, knowledgeID)
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping: the lease runs out and a worker resumes the job
@@ -321,6 +342,26 @@ func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64) er
 		chunks_done = CASE WHEN $2 = 'completed' THEN $5 ELSE chunks_done END
 		WHERE job_id = $1`, jobID, status, k.d.Now().UTC().Truncate(time.Microsecond), finish.Error, total)
 	return err
+}
+
+// unrequested puts back a job whose request is not recorded: its request
+// is still being appended, or it failed without withdrawing the job (its
+// process stopped). Past requestGrace, it is dropped.
+func (k *KnowledgeJobs) unrequested(ctx context.Context, jobID int64) error {
+	cutoff := k.d.Now().UTC().Add(-requestGrace)
+	tag, err := k.d.DB.Exec(ctx, `DELETE FROM knowledge_reindex_jobs WHERE job_id = $1 AND requested_at < $2`, jobID, cutoff)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() > 0 {
+		k.logger.Warn("reindex job dropped: its request was never recorded", "job_id", jobID)
+		return errNotRequested
+	}
+	if _, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = 'queued', started_at = NULL, lease_until = NULL
+		WHERE job_id = $1`, jobID); err != nil {
+		return err
+	}
+	return errNotRequested
 }
 
 // DocumentText is the text of the caller's document (a personal export).
