@@ -103,6 +103,13 @@ type Prompt struct {
 // assistant pairs, each earlier turn as the user's prompt and the primary
 // model's answer (left out when that model failed), and the new prompt.
 func (p Prompt) Messages() []events.ChatMessage {
+	recorded, _ := p.Recorded()
+	return SentMessages(recorded, p.History)
+}
+
+// Recorded is what a turn's event holds of its messages: Messages less the
+// history, and how many earlier turns that history held.
+func (p Prompt) Recorded() (messages []events.ChatMessage, historyTurns int) {
 	var out []events.ChatMessage
 	if system := p.system(); system != "" {
 		out = append(out, events.ChatMessage{Role: RoleSystemMessage, Content: system})
@@ -112,13 +119,27 @@ func (p Prompt) Messages() []events.ChatMessage {
 			events.ChatMessage{Role: RoleUserMessage, Content: x.Input},
 			events.ChatMessage{Role: RoleAssistantMessage, Content: x.Output})
 	}
-	for _, t := range p.History {
+	return append(out, events.ChatMessage{Role: RoleUserMessage, Content: p.Text}), len(p.History)
+}
+
+// SentMessages are the messages a turn sent: recorded, as its event holds
+// them (its last message the prompt), with the history of the earlier
+// turns put back before the prompt, each turn's prompt and its primary
+// model's answer (left out when that model failed).
+func SentMessages(recorded []events.ChatMessage, earlier []Turn) []events.ChatMessage {
+	if len(recorded) == 0 || len(earlier) == 0 {
+		return recorded
+	}
+	last := len(recorded) - 1
+	out := make([]events.ChatMessage, 0, len(recorded)+2*len(earlier))
+	out = append(out, recorded[:last]...)
+	for _, t := range earlier {
 		out = append(out, events.ChatMessage{Role: RoleUserMessage, Content: t.PromptText})
 		if r, ok := t.Primary(); ok && r.Error == nil {
 			out = append(out, events.ChatMessage{Role: RoleAssistantMessage, Content: r.ResponseText})
 		}
 	}
-	return append(out, events.ChatMessage{Role: RoleUserMessage, Content: p.Text})
+	return append(out, recorded[last])
 }
 
 // Message roles of a turn's chat.

@@ -98,11 +98,11 @@ type SessionModel struct {
 	Name    string
 }
 
-// Turn is one prompt and the answers of its models.
+// Turn is one prompt and the answers of its models. (Its messages are not
+// kept: SentMessages rebuilds them from the turns, for the export.)
 type Turn struct {
 	Number     int
 	PromptText string
-	Messages   []events.ChatMessage
 	Params     events.TurnParams
 	Results    []events.TurnResult
 	// Passages are the knowledge passages the turn's prompt carried.
@@ -154,7 +154,7 @@ func EvolveSession(s Session, env events.Envelope) Session {
 		s.Settings = settingsOf(e.Settings, nil, env.RecordedAt)
 		s.Settings.CreatedAt, s.Settings.UpdatedAt = env.RecordedAt, env.RecordedAt
 	case events.SessionTurnRecorded:
-		s.Turns = append(slices.Clip(s.Turns), Turn{Number: e.Turn, PromptText: e.PromptText, Messages: e.Messages,
+		s.Turns = append(slices.Clip(s.Turns), Turn{Number: e.Turn, PromptText: e.PromptText,
 			Params: e.Params, Results: e.Results, Passages: e.Passages, CreatedAt: env.RecordedAt})
 		for _, r := range e.Results {
 			if !slices.ContainsFunc(s.Models, func(m SessionModel) bool { return m.ID == r.SessionModelID }) {
@@ -421,7 +421,10 @@ type ModelAnswer struct {
 // TurnOutcome is a turn as its models answered it.
 type TurnOutcome struct {
 	PromptText string
-	Messages   []events.ChatMessage
+	// Messages are the messages sent less the history (Prompt.Recorded),
+	// and HistoryTurns the earlier turns the history held.
+	Messages     []events.ChatMessage
+	HistoryTurns int
 	// Passages are the knowledge passages the messages carry.
 	Passages []events.Passage
 	Params   events.TurnParams
@@ -502,7 +505,7 @@ func turnEvent(s Session, number int, t TurnOutcome) (events.SessionTurnRecorded
 			results[i].ProviderModel = &a.Model.ProviderModel
 		}
 	}
-	return events.SessionTurnRecorded{SessionID: s.ID, Turn: number, PromptText: t.PromptText, Messages: t.Messages,
+	return events.SessionTurnRecorded{SessionID: s.ID, Turn: number, PromptText: t.PromptText, Messages: t.Messages, HistoryTurns: t.HistoryTurns,
 		Params: t.Params, Results: results, Passages: t.Passages}, nil
 }
 

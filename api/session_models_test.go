@@ -243,9 +243,8 @@ func TestModelFailures(t *testing.T) {
 	res = e.do(t, "POST", sessionPath(turn.SessionID)+"/chat", map[string]any{"prompt_text": "again"}, u.Access)
 	wantStatus(t, res, http.StatusOK)
 	evs := e.streamEvents(t, fmt.Sprintf("session-%d", turn.SessionID))
-	messages, _ := json.Marshal(payload(t, evs[len(evs)-1])["messages"])
-	if string(messages) != `[{"content":"hello","role":"user"},{"content":"again","role":"user"}]` {
-		t.Errorf("turn 2 sent %s", messages)
+	if got := e.sentMessages(t, u, turn.SessionID)[2]; got != `[{"content":"hello","role":"user"},{"content":"again","role":"user"}]` {
+		t.Errorf("turn 2 sent %s", got)
 	}
 
 	// A continued turn whose every model failed records nothing either.

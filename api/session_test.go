@@ -132,8 +132,8 @@ func TestRunSession(t *testing.T) {
 	recorded := payload(t, evs[1])
 	wantTurn := map[string]any{
 		"session_id": jsonNum(turn.SessionID), "turn": jsonNum(1), "prompt_text": "Hello there",
-		"messages": []any{map[string]any{"role": "user", "content": "Hello there"}},
-		"params":   map[string]any{"temperature": json.Number("0.7"), "top_p": json.Number("1"), "max_tokens": nil, "max_completion_tokens": nil},
+		"messages": []any{map[string]any{"role": "user", "content": "Hello there"}}, "history_turns": jsonNum(0),
+		"params": map[string]any{"temperature": json.Number("0.7"), "top_p": json.Number("1"), "max_tokens": nil, "max_completion_tokens": nil},
 		"results": []any{map[string]any{
 			"session_model_id": jsonNum(r.SessionModelID), "model_id": jsonNum(1), "model_name": "echo", "provider": "echo",
 			"provider_model": nil, "response_id": jsonNum(r.ResponseID), "response_text": "Hello there",
@@ -309,12 +309,34 @@ func TestContinueSession(t *testing.T) {
 		eventTypes(evs)); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
-	messages, _ := json.Marshal(payload(t, evs[3])["messages"])
+	// The event holds what the turn added; the history goes back in the export.
+	third3 := payload(t, evs[3])
+	if messages, _ := json.Marshal(third3["messages"]); string(messages) != `[{"content":"three","role":"user"}]` || third3["history_turns"] != jsonNum(2) {
+		t.Errorf("turn 3 recorded %s after %v turns, want its prompt after 2", messages, third3["history_turns"])
+	}
 	wantMessages := `[{"content":"one","role":"user"},{"content":"one","role":"assistant"},` +
 		`{"content":"two words","role":"user"},{"content":"two words","role":"assistant"},{"content":"three","role":"user"}]`
-	if string(messages) != wantMessages {
-		t.Errorf("turn 3 sent %s, want %s", messages, wantMessages)
+	if got := e.sentMessages(t, c.student, first.SessionID)[3]; got != wantMessages {
+		t.Errorf("turn 3 sent %s, want %s", got, wantMessages)
 	}
+}
+
+// sentMessages are the messages each turn of u's session sent its models,
+// as u's export shows them (JSON, by turn).
+func (e *env) sentMessages(t testing.TB, u user, session int64) map[int64]string {
+	t.Helper()
+	res := e.do(t, "GET", "/user/me/export", nil, u.Access)
+	wantStatus(t, res, http.StatusOK)
+	out := map[int64]string{}
+	for _, s := range field(t, res, "sent_messages").([]any) {
+		sent := s.(map[string]any)
+		if id, _ := sent["session_id"].(json.Number).Int64(); id == session {
+			turn, _ := sent["turn"].(json.Number).Int64()
+			raw, _ := json.Marshal(sent["messages"])
+			out[turn] = string(raw)
+		}
+	}
+	return out
 }
 
 func TestSessionSettings(t *testing.T) {
@@ -397,11 +419,16 @@ func TestSessionSettings(t *testing.T) {
 		t.Fatalf("events (-want +got):\n%s", diff)
 	}
 	messages, _ := json.Marshal(payload(t, evs[3])["messages"])
+	wantRecorded := `[{"content":"Be brief.\n\nStyle parameters:\n- format: bullets","role":"system"},` +
+		`{"content":"2+2?","role":"user"},{"content":"4","role":"assistant"},{"content":"4+4?","role":"user"}]`
+	if string(messages) != wantRecorded || payload(t, evs[3])["history_turns"] != jsonNum(1) {
+		t.Errorf("turn 2 recorded\n%s\nafter %v turns; want\n%s\nafter 1", messages, payload(t, evs[3])["history_turns"], wantRecorded)
+	}
 	wantMessages := `[{"content":"Be brief.\n\nStyle parameters:\n- format: bullets","role":"system"},` +
 		`{"content":"2+2?","role":"user"},{"content":"4","role":"assistant"},` +
 		`{"content":"3+3?","role":"user"},{"content":"3+3?","role":"assistant"},{"content":"4+4?","role":"user"}]`
-	if string(messages) != wantMessages {
-		t.Errorf("turn 2 sent\n%s\nwant\n%s", messages, wantMessages)
+	if got := e.sentMessages(t, c.student, turn.SessionID)[2]; got != wantMessages {
+		t.Errorf("turn 2 sent\n%s\nwant\n%s", got, wantMessages)
 	}
 	wantChanged := []any{"style_preset", "few_shot_example_ids"}
 	if diff := cmp.Diff(wantChanged, payload(t, evs[2])["changed"]); diff != "" {
@@ -531,15 +558,46 @@ func TestConcurrentTurns(t *testing.T) {
 	if len(evs) != answered+2 {
 		t.Fatalf("%d events, want the start and %d turns", len(evs), answered+1)
 	}
+	sent := e.sentMessages(t, c.student, first.SessionID)
 	for _, ev := range evs[1:] {
 		p := payload(t, ev)
 		turn, _ := p["turn"].(json.Number).Int64()
-		if got := len(p["messages"].([]any)); got != int(2*turn-1) {
+		if p["history_turns"] != jsonNum(turn-1) {
+			t.Errorf("turn %d was recorded after %v turns, want %d", turn, p["history_turns"], turn-1)
+		}
+		var messages []any
+		_ = json.Unmarshal([]byte(sent[turn]), &messages)
+		if got := len(messages); got != int(2*turn-1) {
 			t.Errorf("turn %d sent %d messages, want %d", turn, got, 2*turn-1)
 		}
 	}
 	detail := e.do(t, "GET", sessionPath(first.SessionID), nil, c.student.Access)
 	if got := len(field(t, detail, "responses").([]any)); got != answered+1 {
 		t.Errorf("%d responses, want %d", got, answered+1)
+	}
+}
+
+// A turn's event holds what the turn adds, not the session's history: a
+// session of long prompts goes on turn after turn. (Each turn used to record
+// the whole history it sent, until one was too large to record: a 413 at
+// the fourth prompt of 100 000 characters.)
+func TestLongSessionKeepsRecording(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	c := e.newClassroom(t, nil)
+	prompt := strings.Repeat("x", 100_000)
+	_, first := e.startSession(t, c.student.Access, c.class, map[string]any{"prompt_text": prompt})
+	for turn := 2; turn <= 6; turn++ {
+		res := e.do(t, "POST", sessionPath(first.SessionID)+"/chat", map[string]any{"prompt_text": prompt}, c.student.Access)
+		wantStatus(t, res, http.StatusOK)
+	}
+	evs := e.streamEvents(t, fmt.Sprintf("session-%d", first.SessionID))
+	if len(evs) != 7 {
+		t.Fatalf("%d events, want the start and 6 turns", len(evs))
+	}
+	for _, ev := range evs[1:] {
+		if n := len(ev.Data); n > len(evs[1].Data)+1000 {
+			t.Errorf("turn event of %d bytes, the first's %d: it grows with the session", n, len(evs[1].Data))
+		}
 	}
 }

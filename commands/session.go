@@ -55,14 +55,16 @@ type SentMessages struct {
 }
 
 // SentMessages returns, turn by turn, the exact messages the user's
-// session sent its models, as its stream holds them: no read model keeps
-// them (the personal data export reads them here). Another user's session,
-// or none, is not found.
+// session sent its models, as its stream holds them (each turn's own, and
+// the history of the turns before it): no read model keeps them (the
+// personal data export reads them here). Another user's session, or none,
+// is not found.
 func (s *Sessions) SentMessages(ctx context.Context, userID, sessionID int64) ([]SentMessages, error) {
 	var sent []SentMessages
 	state, _, _, err := load(ctx, s.d, sessionStream(sessionID), func(st aggregates.Session, env events.Envelope) aggregates.Session {
 		if t, ok := env.Event.(events.SessionTurnRecorded); ok {
-			sent = append(sent, SentMessages{Turn: t.Turn, Messages: t.Messages})
+			earlier := st.Turns[max(len(st.Turns)-t.HistoryTurns, 0):]
+			sent = append(sent, SentMessages{Turn: t.Turn, Messages: aggregates.SentMessages(t.Messages, earlier)})
 		}
 		return aggregates.EvolveSession(st, env)
 	})
@@ -362,7 +364,8 @@ func (s *Sessions) callModels(ctx context.Context, refs []aggregates.ModelRef, p
 	for i, r := range results {
 		answers[i] = answerOf(refs[i], r)
 	}
-	return aggregates.TurnOutcome{PromptText: p.Text, Messages: messages, Params: params, Answers: answers, Primary: primary}
+	recorded, history := p.Recorded()
+	return aggregates.TurnOutcome{PromptText: p.Text, Messages: recorded, HistoryTurns: history, Params: params, Answers: answers, Primary: primary}
 }
 
 // answerOf is a model's result as the turn records it.

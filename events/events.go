@@ -120,6 +120,7 @@ func NewRegistry() *Registry {
 	register[UserSignedUp](r)
 	r.RegisterUpcaster("user.signed_up", 1, dropPasswordHash)
 	r.RegisterUpcaster("knowledge.document_uploaded", 1, addressContent)
+	r.RegisterUpcaster("session.turn_recorded", 1, wholeMessages)
 	register[UserRoleGranted](r)
 	register[UserErased](r)
 	register[UserPasswordChanged](r)

@@ -115,14 +115,23 @@ type TurnResult struct {
 }
 
 // SessionTurnRecorded: the models of a turn answered (at least one of them);
-// it holds the exact messages and parameters they were sent.
+// it holds the messages and parameters they were sent.
+//
+// Messages are the messages sent less the session's history: the prompts
+// and primary answers of the HistoryTurns turns before this one, which went
+// between the few-shot examples and the prompt (aggregates.SentMessages puts
+// them back). Each turn records what it adds, so that a turn's event does
+// not grow with the session (every turn resending the history made a long
+// session's turns too large to record). Version 1 held the messages whole:
+// its HistoryTurns reads as 0.
 type SessionTurnRecorded struct {
-	SessionID  int64         `json:"session_id"`
-	Turn       int           `json:"turn"`
-	PromptText string        `json:"prompt_text"`
-	Messages   []ChatMessage `json:"messages"`
-	Params     TurnParams    `json:"params"`
-	Results    []TurnResult  `json:"results"`
+	SessionID    int64         `json:"session_id"`
+	Turn         int           `json:"turn"`
+	PromptText   string        `json:"prompt_text"`
+	Messages     []ChatMessage `json:"messages"`
+	HistoryTurns int           `json:"history_turns"`
+	Params       TurnParams    `json:"params"`
+	Results      []TurnResult  `json:"results"`
 	// Passages are the knowledge passages the prompt carried (absent: none).
 	Passages []Passage `json:"passages,omitempty"`
 }
@@ -146,7 +155,11 @@ func (SessionStarted) SchemaVersion() int { return 1 }
 func (SessionTurnRecorded) EventType() string { return "session.turn_recorded" }
 
 // SchemaVersion implements Event.
-func (SessionTurnRecorded) SchemaVersion() int { return 1 }
+func (SessionTurnRecorded) SchemaVersion() int { return 2 }
+
+// wholeMessages upcasts session.turn_recorded from version 1, whose
+// messages are whole: its history_turns is 0, as absent.
+func wholeMessages(data json.RawMessage) (json.RawMessage, error) { return data, nil }
 
 // EventType implements Event.
 func (SessionSettingsUpdated) EventType() string { return "session.settings_updated" }
