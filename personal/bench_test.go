@@ -79,7 +79,7 @@ func BenchmarkDecodeTurn(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				var e events.SessionTurnRecorded
-				if err := c.registry.DecodeInto("session.turn_recorded", 1, c.data, &e); err != nil {
+				if err := c.registry.DecodeInto("session.turn_recorded", events.SessionTurnRecorded{}.SchemaVersion(), c.data, &e); err != nil {
 					b.Fatal(err)
 				}
 			}
