@@ -607,7 +607,9 @@ func TestUploadOutlivesTheEmbedder(t *testing.T) {
 	}
 	id := num(t, res, "knowledge_id")
 	wantBody(t, e.do(t, "GET", documentsPath, nil, u.Access), http.StatusOK, `{"items":[`+string(e.do(t, "GET", documentPath(id), nil, u.Access).Body)+`],"total":1,"page":1,"size":50}`)
-	if got := eventTypes(e.streamEvents(t, fmt.Sprintf("knowledge-%d", id))); !slices.Equal(got, []string{"knowledge.document_uploaded", "knowledge.reindex_requested"}) {
+	// (The package's worker may have finished the job already.)
+	if got := eventTypes(e.streamEvents(t, fmt.Sprintf("knowledge-%d", id))); len(got) < 2 ||
+		!slices.Equal(got[:2], []string{"knowledge.document_uploaded", "knowledge.reindex_requested"}) {
 		t.Errorf("the document's events: %v", got)
 	}
 	poll.Must(t, 20*time.Second, "the reindex job indexes the document", func() bool {
