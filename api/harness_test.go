@@ -186,6 +186,8 @@ type envConfig struct {
 	pool *pgxpool.Pool
 	// embedder embeds knowledge chunks (nil: the offline embedder).
 	embedder knowledge.Embedder
+	// writeWait bounds a write (0: the default).
+	writeWait time.Duration
 }
 
 // dataKey is the master key of personal data of every service of the
@@ -240,6 +242,7 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		CORSOrigins:     cfg.corsOrigins,
 		Extract:         cfg.extract,
 		Embedder:        cfg.embedder,
+		WriteWait:       cfg.writeWait,
 		EventStoreURL:   eventStoreURL(t),
 		ConsistencyWait: pgtest.ConsistencyWait,
 	})

@@ -41,6 +41,10 @@ type Deps struct {
 	Logger   *slog.Logger
 	// ConsistencyWait bounds how long a write waits for its read models.
 	ConsistencyWait time.Duration
+	// WriteWait bounds a write (DefaultWriteWait when zero): past it, its
+	// work stops and the answer is a 503. A practice turn has the longest
+	// its models may take on top.
+	WriteWait time.Duration
 	// Ready reports whether the service can serve (readiness probe).
 	Ready func(ctx context.Context) error
 	// CORSOrigins are the browser origins (scheme://host[:port], or "*")
@@ -264,8 +268,14 @@ func (s *Server) serve(op operation) http.Handler {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			// An accepted write runs to its end even if its client goes away:
 			// cut short, it could leave its client unsure whether it happened
-			// and its Idempotency-Key in progress. Its own timeouts bound it.
-			ctx = context.WithoutCancel(ctx)
+			// and its Idempotency-Key in progress. Its own bound ends it, so
+			// that a stalled database (a lock held, a commit that does not
+			// return) answers 503 rather than holding the request and its
+			// connection for as long as the stall lasts; an Idempotency-Key
+			// keeps what it may have written.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), s.writeBound(op.id))
+			defer cancel()
 		}
 		r = r.WithContext(ctx)
 		handle := func(ctx context.Context, w http.ResponseWriter) error {
@@ -293,6 +303,22 @@ func correlationID(r *http.Request) string {
 		return id
 	}
 	return requestID(r.Context())
+}
+
+// DefaultWriteWait is Deps.WriteWait's default.
+const DefaultWriteWait = time.Minute
+
+// writeBound bounds a write: WriteWait, and for a practice turn the longest
+// its models may take on top.
+func (s *Server) writeBound(opID string) time.Duration {
+	bound := s.deps.WriteWait
+	if bound <= 0 {
+		bound = DefaultWriteWait
+	}
+	if streamedTurns[opID] && s.deps.Models != nil {
+		bound += s.deps.Models.LongestCall()
+	}
+	return bound
 }
 
 // settle sets X-Event-Position and waits, within the consistency bound, for

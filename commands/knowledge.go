@@ -129,7 +129,10 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	if k.d.Logger != nil {
 		k.d.Logger.Warn("indexing an uploaded document failed; a reindex job takes it over", "knowledge_id", id, "error", err)
 	}
-	if _, jobRes, jerr := k.RequestReindex(ctx, c.OwnerID, id); jerr == nil {
+	// On a context of its own: indexing may have failed at the write's bound.
+	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, jobRes, jerr := k.RequestReindex(jctx, c.OwnerID, id); jerr == nil {
 		res = jobRes // the later position: a read after the answer sees the job too
 	} else if k.d.Logger != nil {
 		k.d.Logger.Error("queueing the reindex of an uploaded document failed", "knowledge_id", id, "error", jerr)

@@ -56,6 +56,8 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// ForwardedHeader is api.Deps.ForwardedHeader.
 	ForwardedHeader string
+	// WriteWait is api.Deps.WriteWait.
+	WriteWait time.Duration
 	// CORSOrigins is api.Deps.CORSOrigins.
 	CORSOrigins []string
 	// SkipPoison names the projections that pass over an event they cannot
@@ -406,7 +408,7 @@ func New(cfg Config) (*Service, error) {
 	handler, err := api.New(api.Deps{
 		Commands: cmds, Queries: reads, Search: search, Tokens: tokens,
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
-		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, ForwardedHeader: cfg.ForwardedHeader, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
+		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, ForwardedHeader: cfg.ForwardedHeader, WriteWait: cfg.WriteWait, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
 		SessionLease: s.sessionLease, StreamHeartbeat: cfg.StreamHeartbeat, Tracing: cfg.Tracing,
 	})
 	if err != nil {
