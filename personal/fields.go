@@ -74,17 +74,17 @@ var byUser = []subjectMember{{"user_id", "user"}}
 // holds none (ids, statuses, settings, organisation names, class and course
 // texts, which belong to the organisation: docs/privacy.md).
 var rules = map[string]rule{
-	"user.signed_up":              {byUser, parseFields("email:e", "name:s")},
-	"agent.created":               {[]subjectMember{{"owner_id", "user"}}, parseFields("name:s", "system_prompt:s", "role_description:n", "template_source:n")},
-	"agent.updated":               {nil, parseFields("name:s", "system_prompt:s", "role_description:n", "template_source:n")},
-	"fewshot.created":             {byUser, parseFields("title:n", "input_text:s", "output_text:s", "meta:o")},
-	"fewshot.updated":             {nil, parseFields("title:n", "input_text:s", "output_text:s", "meta:o")},
-	"partner.created":             {[]subjectMember{{"user_id", "user"}, {"partner_id", "partner"}}, parseFields("full_name:s", "email:e", "phone:n")},
-	"promotion.requested":         {byUser, parseFields("name:s", "email:e", "org_name:s", "edu_category:n")},
-	"promotion.rejected":          {byUser, parseFields("reason:n")},
-	"session.started":             {byUser, parseFields("title:n", "settings.style_params:o", "settings.agent_snapshot:n")},
-	"session.turn_recorded":       {nil, parseFields("prompt_text:s", "messages:a", "results[].response_text:s", "results[].error:n")},
-	"session.settings_updated":    {nil, parseFields("settings.style_params:o", "settings.agent_snapshot:n")},
+	"user.signed_up":           {byUser, parseFields("email:e", "name:s")},
+	"agent.created":            {[]subjectMember{{"owner_id", "user"}}, parseFields("name:s", "system_prompt:s", "role_description:n", "template_source:n")},
+	"agent.updated":            {nil, parseFields("name:s", "system_prompt:s", "role_description:n", "template_source:n")},
+	"fewshot.created":          {byUser, parseFields("title:n", "input_text:s", "output_text:s", "meta:o")},
+	"fewshot.updated":          {nil, parseFields("title:n", "input_text:s", "output_text:s", "meta:o")},
+	"partner.created":          {[]subjectMember{{"user_id", "user"}, {"partner_id", "partner"}}, parseFields("full_name:s", "email:e", "phone:n")},
+	"promotion.requested":      {byUser, parseFields("name:s", "email:e", "org_name:s", "edu_category:n")},
+	"promotion.rejected":       {byUser, parseFields("reason:n")},
+	"session.started":          {byUser, parseFields("title:n", "settings.style_params:o", "settings.agent_snapshot:n")},
+	"session.turn_recorded":    {nil, parseFields("prompt_text:s", "messages:a", "results[].response_text:s", "results[].error:n")},
+	"session.settings_updated": {nil, parseFields("settings.style_params:o", "settings.agent_snapshot:n")},
 	// content: version 1's inline text. content_hash is the text's SHA-256:
 	// in clear, it would confirm a guess at the text after the erasure.
 	"knowledge.document_uploaded": {byUser, parseFields("title:s", "content:s", "content_hash:s")},
