@@ -221,12 +221,17 @@ func TestAnErasureIsNeverPassedOver(t *testing.T) {
 // connectionKiller is a projection into seen whose handler, on agents named
 // "poison", ends its own connection: as a value the driver cannot send
 // does, the attempt breaks its transaction, so no dead letter can be
-// written in it and each poll brings the event back. With tables, it is
-// applied in live batches first.
+// written in it. With tables, it is applied in live batches first.
 func connectionKiller(name string, policy projections.PoisonPolicy, tables ...string) projections.Projection {
+	return connectionKillerFor(name, policy, nil, tables...)
+}
+
+// connectionKillerFor is connectionKiller that kills only while kills,
+// when given, is above 0, and counts them down.
+func connectionKillerFor(name string, policy projections.PoisonPolicy, kills *atomic.Int32, tables ...string) projections.Projection {
 	return projections.Projection{Name: name, OnPoison: policy, Tables: tables, Handlers: []projections.GroupHandler{
 		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
-			if e.Name == "poison" {
+			if e.Name == "poison" && (kills == nil || kills.Add(-1) >= 0) {
 				_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
 				return errors.Join(errors.New("the connection is gone"), err)
 			}
@@ -288,5 +293,28 @@ func TestSkipPolicyPassesOverAnEventThatBreaksItsTransaction(t *testing.T) {
 				t.Errorf("skipped %d, want 1", n)
 			}
 		})
+	}
+}
+
+// A connection lost once (a restart, a failover) costs an attempt, not the
+// event: the projection starts again on a new connection and applies it,
+// even under SkipPoison, and writes no dead letter.
+func TestALostConnectionIsNotPoison(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	var kills atomic.Int32
+	kills.Store(2) // fewer than MaxAttempts
+	l, r := start(t, pool, 3, connectionKillerFor("blip", projections.SkipPoison, &kills))
+	appendAgent(t, pool, 1, "fine")
+	appendAgent(t, pool, 2, "poison")
+	after := appendAgent(t, pool, 3, "fine")
+	waitFor(t, l, after, "blip")
+	if ids := seenIDs(t, pool); len(ids) != 3 {
+		t.Errorf("applied %v, want [1 2 3]", ids)
+	}
+	if all, err := projections.ListDeadLetters(context.Background(), pool, true); err != nil || len(all) != 0 {
+		t.Errorf("dead letters %+v (%v), want none", all, err)
+	}
+	if n := skippedOf(r, "blip"); n != 0 {
+		t.Errorf("skipped %d, want 0", n)
 	}
 }

@@ -178,6 +178,13 @@ type Runner struct {
 	// so that the events of a projection with none are not looked up.
 	skipping map[string]string
 	skips    atomic.Int32
+	// broken counts, by projection, the attempts in a row at one event that
+	// broke their transaction (brokeTransaction); brokens counts its entries.
+	broken  map[string]brokenRun
+	brokens atomic.Int32
+	// restart holds the projections to start again at once, on a new
+	// connection, and how many attempts in a row broke theirs.
+	restart map[string]int
 }
 
 // NewRunner returns a runner of projections.
@@ -186,6 +193,7 @@ func NewRunner(pool *pgxpool.Pool, listener *Listener, registry *events.Registry
 		pool: pool, listener: listener, registry: registry, logger: logger, projections: projections,
 		MaxAttempts: 5, Fallback: 250 * time.Millisecond, AttemptTimeout: 10 * time.Second, OperatorPoll: time.Second,
 		status: map[string]*Status{}, skipped: map[string]int64{}, retrying: map[string]string{}, skipping: map[string]string{},
+		broken: map[string]brokenRun{}, restart: map[string]int{},
 	}
 }
 
@@ -253,6 +261,16 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 		case err := <-ran:
 			if serr := stop(); err == nil {
 				err = serr
+			}
+			if n, again := r.takeRestart(p.Name); again {
+				// A lost transaction: a new router, on a new connection,
+				// after a pause that grows with the attempts.
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(min(time.Duration(n)*100*time.Millisecond, 2*time.Second)):
+				}
+				continue
 			}
 			st, stalled := r.stalledOn(p.Name)
 			if !stalled || st.EventID == "" || r.Restarted || ctx.Err() != nil {
@@ -439,7 +457,6 @@ const pollBatch = 100
 func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]bool, stop func() error) message.HandlerMiddleware {
 	var mu sync.Mutex
 	var open pgx.Tx // the batch transaction holding an unreleased savepoint
-	var broke brokenRun
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			ctx := msg.Context()
@@ -486,7 +503,9 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 					open = tx
 				}
 				if herr == nil {
-					broke = brokenRun{}
+					if r.brokens.Load() > 0 {
+						r.mended(name, msg.UUID)
+					}
 					if err := r.retried(ctx, tx, name, msg); err != nil {
 						return nil, err
 					}
@@ -494,12 +513,11 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 					return out, nil
 				}
 				if tx.Conn().IsClosed() {
-					// The attempt broke the transaction (its connection
-					// closed, as the driver does after a value it could not
-					// send): nothing of this poll commits, so its failures
-					// are counted across polls.
+					// The attempt broke the transaction: its connection
+					// closed (lost, or closed by the driver after a value it
+					// could not send). Nothing more can happen in it.
 					open = nil
-					r.brokeTransaction(&broke, name, policy, msg, herr, stop)
+					r.brokeTransaction(name, policy, msg, herr, stop)
 					return nil, herr
 				}
 				// An attempt that wrote nothing has nothing to undo; the
@@ -508,7 +526,7 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 					if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT projection_event"); err != nil {
 						// Broken too, as above.
 						open = nil
-						r.brokeTransaction(&broke, name, policy, msg, herr, stop)
+						r.brokeTransaction(name, policy, msg, herr, stop)
 						return nil, errors.Join(herr, err)
 					}
 				}
@@ -539,41 +557,88 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 	}
 }
 
-// brokenRun counts the deliveries in a row of one event whose attempt
-// broke the transaction.
+// brokenRun counts the attempts in a row at one event that broke their
+// transaction.
 type brokenRun struct {
 	eventID  string
 	attempts int
 }
 
 // brokeTransaction follows an attempt at msg that broke its transaction:
-// no dead letter can be written in it, nor an offset moved past the event,
-// and the subscriber delivers the same event again, in that transaction,
-// until the router restarts. After MaxAttempts such deliveries in a row the
-// event is poison like any other: its dead letter is written on its own
+// no dead letter can be written in it, nor anything else, and the
+// subscriber would deliver the event again in it. The projection starts
+// again at once on a new connection (supervise), so that a lost connection
+// costs an attempt, not the event. After MaxAttempts such attempts in a row
+// the event is poison like any other: its dead letter is written on its own
 // and the projection stops; under SkipPoison the dead letter asks for a
-// skip, which the restart passes over at once (supervise) (an erasure is
-// never passed over).
-func (r *Runner) brokeTransaction(run *brokenRun, name string, policy PoisonPolicy, msg *message.Message, herr error, stop func() error) {
-	if run.eventID != msg.UUID {
-		*run = brokenRun{eventID: msg.UUID}
-	}
-	if run.attempts++; run.attempts < r.MaxAttempts {
+// skip, which the restart applies at once (an erasure is never passed
+// over). A dead letter that cannot be written (the database still away)
+// leaves the projection to start again, and count on.
+func (r *Runner) brokeTransaction(name string, policy PoisonPolicy, msg *message.Message, herr error, stop func() error) {
+	r.mu.Lock()
+	if _, restarting := r.restart[name]; restarting || r.status[name] != nil {
+		// Delivered again in the dead transaction before the router stopped:
+		// the attempt that broke it is counted already.
+		r.mu.Unlock()
 		return
 	}
-	attempts := run.attempts
-	*run = brokenRun{}
-	status := DeadLetterStopped
-	if policy == SkipPoison && !erasure(msg.Metadata.Get(postgres.MetaEventType)) && !r.Restarted {
-		status = DeadLetterSkip
+	run, ok := r.broken[name]
+	if !ok {
+		r.brokens.Add(1)
 	}
-	if !r.Restarted {
-		if err := recordDeadLetter(context.Background(), r.pool, name, msg, herr, attempts, status); err != nil {
-			r.logger.Error("recording a dead letter", "projection", name, "event_id", msg.UUID, "error", err)
+	if run.eventID != msg.UUID {
+		run = brokenRun{eventID: msg.UUID}
+	}
+	run.attempts++
+	r.broken[name] = run
+	r.mu.Unlock()
+	if r.Restarted { // whoever restarts it does, from its checkpoint
+		r.stall(name, msg, herr)
+		go func() { _ = stop() }()
+		return
+	}
+	if run.attempts >= r.MaxAttempts {
+		status := DeadLetterStopped
+		if policy == SkipPoison && !erasure(msg.Metadata.Get(postgres.MetaEventType)) {
+			status = DeadLetterSkip
 		}
+		err := recordDeadLetter(context.Background(), r.pool, name, msg, herr, run.attempts, status)
+		if err == nil {
+			r.mended(name, msg.UUID)
+			r.stall(name, msg, herr)
+			go func() { _ = stop() }()
+			return
+		}
+		r.logger.Error("recording a dead letter", "projection", name, "event_id", msg.UUID, "error", err)
 	}
-	r.stall(name, msg, herr)
+	r.logger.Warn("projection lost its transaction; starting again on a new connection", "projection", name,
+		"event_id", msg.UUID, "attempt", run.attempts, "error", herr)
+	r.mu.Lock()
+	r.restart[name] = run.attempts
+	r.mu.Unlock()
 	go func() { _ = stop() }()
+}
+
+// mended forgets projection name's broken attempts at eventID: it
+// applied, or is a dead letter. (The events before it in its poll apply
+// again at each attempt: they leave the count alone.)
+func (r *Runner) mended(name, eventID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if run, ok := r.broken[name]; ok && run.eventID == eventID {
+		delete(r.broken, name)
+		r.brokens.Add(-1)
+	}
+}
+
+// takeRestart reports whether projection name is to start again at once,
+// and after how many broken attempts.
+func (r *Runner) takeRestart(name string) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n, ok := r.restart[name]
+	delete(r.restart, name)
+	return n, ok
 }
 
 // skip has projection name pass over eventID when it next comes.
