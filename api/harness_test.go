@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -269,9 +271,13 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 type mailbox struct {
 	mu   sync.Mutex
 	msgs []mail.Message
+	down atomic.Bool // the mail server refuses, as an SMTP server out of reach does
 }
 
 func (m *mailbox) Send(_ context.Context, msg mail.Message) error {
+	if m.down.Load() {
+		return errors.New("mail: sending via smtp.invalid:25: dial tcp: connect: connection refused")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.msgs = append(m.msgs, msg)

@@ -52,6 +52,24 @@ func TestSendCode(t *testing.T) {
 	}
 }
 
+// A mail server out of reach is a 503 the caller can retry, not a 500, and
+// its log line does not hold the address (the log outlives an erasure).
+func TestSendCodeWhileTheMailServerIsDown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	e.mail.down.Store(true)
+	email := uniqueEmail()
+	res := e.doFailing(t, "POST", "/user/email/send-code", map[string]string{"email": email}, "")
+	wantDetail(t, res, http.StatusServiceUnavailable, "The verification e-mail could not be sent; ask for a code again in a moment")
+	wantHeader(t, res, "Retry-After", "1")
+	if logged := strings.Join(e.logs.of(res.Header.Get("X-Request-ID")), "\n"); !strings.Contains(logged, "connection refused") ||
+		strings.Contains(strings.ToLower(logged), strings.ToLower(email)) {
+		t.Errorf("the request's log lines:\n%s", logged)
+	}
+	e.mail.down.Store(false)
+	wantStatus(t, e.do(t, "POST", "/user/email/send-code", map[string]string{"email": email}, ""), http.StatusOK)
+}
+
 func TestSendCodeValidation(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)

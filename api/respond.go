@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -148,6 +147,9 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		status, msg = http.StatusBadRequest, "Bad Request"
 	case errors.Is(err, derrors.ErrBadGateway):
 		status, msg = http.StatusBadGateway, "Bad Gateway"
+	case errors.Is(err, derrors.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		status, msg = http.StatusServiceUnavailable, "Service Unavailable"
 	case errors.Is(err, eventstore.ErrAppendTooLarge):
 		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"The change is too large to record: one write holds at most %d bytes", eventstore.MaxAppendBytes)
@@ -162,6 +164,11 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		// Idempotency-Key, if any) can be sent again.
 		w.Header().Set("Retry-After", "1")
 		status, msg = http.StatusServiceUnavailable, "The event store is unavailable; retry in a moment"
+	case errors.Is(err, context.DeadlineExceeded) && errors.Is(r.Context().Err(), context.DeadlineExceeded):
+		// The write's own bound (writeBound) passed: what it waited on
+		// did not answer in time.
+		w.Header().Set("Retry-After", "1")
+		status, msg = http.StatusServiceUnavailable, "The request did not finish in time; retry in a moment (a write with the same Idempotency-Key)"
 	case databaseUnavailable(err):
 		// A write may or may not have been recorded when its connection
 		// was lost: sent again with its Idempotency-Key, it is not
@@ -169,7 +176,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		w.Header().Set("Retry-After", "1")
 		status, msg = http.StatusServiceUnavailable, "The database is unavailable; retry in a moment (a write with the same Idempotency-Key)"
 	}
-	if status < 500 && errors.As(err, &de) {
+	if (status < 500 || errors.Is(err, derrors.ErrUnavailable)) && errors.As(err, &de) {
 		msg = de.Detail
 	}
 	if status >= 500 {
@@ -182,15 +189,19 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 
 // databaseUnavailable reports whether err is PostgreSQL out of reach or
 // out of capacity rather than a defect: no connection could be made, one
-// was lost, the server is shutting down, starting or full, a statement was
-// cancelled (statement_timeout) or the work's deadline passed.
+// was lost or timed out, the server is shutting down, starting or full, or
+// a statement was cancelled (statement_timeout). Only the driver's errors
+// count: a mail server or a model provider out of reach is not the
+// database.
 func databaseUnavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	var pgErr *pgconn.PgError
-	var netErr *net.OpError
+	// pgconn's own errors (a connection lost mid-statement, a timed-out
+	// one, one closed or busy) say whether a retry is safe; no other
+	// error of the service does.
+	var driverErr interface{ SafeToRetry() bool }
 	switch {
-	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err),
-		errors.Is(err, pgconn.ErrConnClosed), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):
+	case errors.As(err, &connectErr), errors.As(err, &driverErr), pgconn.Timeout(err), errors.Is(err, pgconn.ErrConnClosed):
 		return true
 	case errors.As(err, &pgErr):
 		switch pgErr.Code[:2] {

@@ -197,7 +197,10 @@ func (i *Identity) SendCode(ctx context.Context, email, addr string) (token stri
 	}
 	body := fmt.Sprintf("Your Lectern verification code is %s. It expires in %d minutes.", code, int(CodeTTL.Minutes()))
 	if err := i.mail.Send(ctx, mail.Message{To: email, Subject: "Your Lectern verification code", Body: body}); err != nil {
-		return "", time.Time{}, fmt.Errorf("send verification e-mail: %w", err)
+		// The mail server's failure, for the log (without the address);
+		// the caller may ask for a code again.
+		return "", time.Time{}, errors.Join(
+			derrors.New(derrors.ErrUnavailable, "The verification e-mail could not be sent; ask for a code again in a moment"), err)
 	}
 	return token, expiresAt, nil
 }

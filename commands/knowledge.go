@@ -127,7 +127,9 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 		return doc, n, res, err
 	}
 	if k.d.Logger != nil {
-		k.d.Logger.Warn("indexing an uploaded document failed; a reindex job takes it over", "knowledge_id", id, "error", err)
+		// Not the error's text: an embedder's may quote the document.
+		k.d.Logger.Warn("indexing an uploaded document failed; a reindex job takes it over", "knowledge_id", id,
+			"timeout", errors.Is(err, context.DeadlineExceeded))
 	}
 	// On a context of its own: indexing may have failed at the write's bound.
 	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

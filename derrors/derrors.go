@@ -26,6 +26,9 @@ var (
 	ErrBadRequest = errors.New("bad request")
 	// ErrBadGateway: every upstream the request depended on failed.
 	ErrBadGateway = errors.New("bad gateway")
+	// ErrUnavailable: a service the request needs (the mail server) is
+	// out of reach for now; the same request may be sent again.
+	ErrUnavailable = errors.New("unavailable")
 )
 
 // Error is a failure of a kind with a sentence for the client.

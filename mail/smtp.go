@@ -172,7 +172,8 @@ func (s *smtpSender) Send(ctx context.Context, m Message) error {
 		if errors.Is(err, gomail.ErrNoSupportedAuthDiscovered) {
 			hint = " (the password is only sent over TLS or with a challenge-response mechanism; does the server offer STARTTLS, or should the URL be smtps://?)"
 		}
-		return fmt.Errorf("mail: sending to %s via %s:%d: %w%s", m.To, s.host, s.port, err, hint)
+		// Not the address: the log, which erasure cannot reach, keeps this.
+		return fmt.Errorf("mail: sending via %s:%d: %w%s", s.host, s.port, err, hint)
 	}
 	return nil
 }
