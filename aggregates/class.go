@@ -349,17 +349,16 @@ func DecideUpdateClass(c Class, cmd UpdateClass) ([]events.Event, error) {
 	if err := checkClassFields(e.StartAt, e.EndAt, e.Capacity); err != nil {
 		return nil, err
 	}
-	// Only what the update sets is checked: a model withdrawn from the
-	// catalogue since does not block other changes.
-	var primary *int64
-	var allowed []int64
-	if cmd.PrimaryModelID.Set {
-		primary = cmd.PrimaryModelID.Value
+	// A model the class names already passes (one withdrawn from the
+	// catalogue since blocks no other change); only a new one is checked.
+	catalogue := cmd.Catalogue
+	if catalogue != nil {
+		catalogue = slices.Concat(catalogue, c.AllowedModelIDs)
+		if c.PrimaryModelID != nil {
+			catalogue = append(catalogue, *c.PrimaryModelID)
+		}
 	}
-	if cmd.AllowedModelIDs.Set {
-		allowed = cmd.AllowedModelIDs.Value
-	}
-	if err := checkClassModels(primary, allowed, cmd.Catalogue); err != nil {
+	if err := checkClassModels(e.PrimaryModelID, e.AllowedModelIDs, catalogue); err != nil {
 		return nil, err
 	}
 	var out []events.Event

@@ -196,7 +196,8 @@ func TestUpdateClassDecisions(t *testing.T) {
 			name: "a model since withdrawn from the catalogue does not block other changes",
 			given: []events.Event{events.ClassCreated{ClassID: 9, OrgID: 1, PartnerID: 6, Name: "Period 1", Status: "planned",
 				PrimaryModelID: ptr[int64](4), AllowedModelIDs: []int64{4}}},
-			when: update(aggregates.UpdateClass{Catalogue: []int64{1, 2}, Name: aggregates.Set("Period 2")}),
+			when: update(aggregates.UpdateClass{Catalogue: []int64{1, 2}, Name: aggregates.Set("Period 2"),
+				AllowedModelIDs: aggregates.Set([]int64{4}), PrimaryModelID: aggregates.Set(ptr[int64](4))}), // sent back as they are
 			then: []events.Event{func() events.ClassUpdated {
 				e := updated("name")
 				e.Name, e.PrimaryModelID, e.AllowedModelIDs = "Period 2", ptr[int64](4), []int64{4}

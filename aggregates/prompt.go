@@ -122,6 +122,12 @@ func (p Prompt) Recorded() (messages []events.ChatMessage, historyTurns int) {
 	return append(out, events.ChatMessage{Role: RoleUserMessage, Content: p.Text}), len(p.History)
 }
 
+// LastTurns are the last n of turns: all of them when there are fewer,
+// none for n of 0 or less (a version 1 event, or one written by hand).
+func LastTurns(turns []Turn, n int) []Turn {
+	return turns[len(turns)-min(max(n, 0), len(turns)):]
+}
+
 // SentMessages are the messages a turn sent: recorded, as its event holds
 // them (its last message the prompt), with the history of the earlier
 // turns put back before the prompt, each turn's prompt and its primary

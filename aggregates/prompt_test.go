@@ -90,7 +90,29 @@ func TestPromptMessages(t *testing.T) {
 			if diff := cmp.Diff(tc.want, tc.prompt.Messages()); diff != "" {
 				t.Errorf("messages (-want +got):\n%s", diff)
 			}
+			// What the turn's event records, and the turns before it, give
+			// the messages back.
+			recorded, n := tc.prompt.Recorded()
+			if n != len(tc.prompt.History) || recorded[len(recorded)-1] != msg("user", tc.prompt.Text) {
+				t.Errorf("recorded %v after %d turns", recorded, n)
+			}
+			if diff := cmp.Diff(tc.want, aggregates.SentMessages(recorded, aggregates.LastTurns(tc.prompt.History, n))); diff != "" {
+				t.Errorf("sent messages rebuilt (-want +got):\n%s", diff)
+			}
 		})
+	}
+}
+
+func TestLastTurns(t *testing.T) {
+	turns := []aggregates.Turn{{Number: 1}, {Number: 2}, {Number: 3}}
+	for n, want := range map[int][]int{-1: {}, 0: {}, 2: {2, 3}, 3: {1, 2, 3}, 9: {1, 2, 3}} {
+		got := []int{}
+		for _, t := range aggregates.LastTurns(turns, n) {
+			got = append(got, t.Number)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("LastTurns(%d) (-want +got):\n%s", n, diff)
+		}
 	}
 }
 

@@ -419,7 +419,15 @@ func TestReindexWaitsForItsRequest(t *testing.T) {
 	lost := job("2 minutes")
 	poll.Must(t, 10*time.Second, "the job whose request was never recorded is dropped", func() bool { return !exists(lost) })
 
+	// A job still waiting for its request holds up no other: a reindex
+	// requested after it runs meanwhile.
 	waiting := job("0 seconds")
+	other := num(t, e.uploadDocument(t, u.Access, "Other notes", cellText), "knowledge_id")
+	res := e.do(t, "POST", documentPath(other)+"/reindex", nil, u.Access)
+	wantStatus(t, res, http.StatusAccepted)
+	if done := e.awaitJob(t, u.Access, fmt.Sprintf("%s/reindex/%d", documentPath(other), num(t, res, "job_id"))); str(t, done, "status") != "completed" {
+		t.Errorf("%s: a job requested after one that waits runs meanwhile", done)
+	}
 	e.requestReindex(t, id, waiting)
 	done := e.awaitJob(t, u.Access, fmt.Sprintf("%s/reindex/%d", documentPath(id), waiting))
 	if str(t, done, "status") != "completed" {

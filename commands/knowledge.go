@@ -134,12 +134,13 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	// On a context of its own: indexing may have failed at the write's bound.
 	jctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, jobRes, jerr := k.RequestReindex(jctx, c.OwnerID, id); jerr == nil {
-		res = jobRes // the later position: a read after the answer sees the job too
-	} else if k.d.Logger != nil {
-		k.d.Logger.Error("queueing the reindex of an uploaded document failed", "knowledge_id", id, "error", jerr)
+	_, jobRes, jerr := k.RequestReindex(jctx, c.OwnerID, id)
+	if jerr != nil {
+		// Neither indexed nor queued: the caller hears of it (a retry with
+		// its Idempotency-Key finds the document recorded, and indexes it).
+		return doc, 0, res, errors.Join(err, jerr)
 	}
-	return doc, 0, res, nil
+	return doc, 0, jobRes, nil // the later position: a read after the answer sees the job too
 }
 
 // UpdateSettings applies a merge update of a document's search settings.
@@ -276,7 +277,7 @@ func (k *KnowledgeJobs) RunOneJob(ctx context.Context) (bool, error) {
 	err := pgx.BeginFunc(ctx, k.d.DB, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
 			SELECT job_id, knowledge_id FROM knowledge_reindex_jobs
-			WHERE status = 'queued' OR (status = 'running' AND lease_until < $1)
+			WHERE (status = 'queued' AND (lease_until IS NULL OR lease_until < $1)) OR (status = 'running' AND lease_until < $1)
 			ORDER BY job_id LIMIT 1 FOR UPDATE SKIP LOCKED`, now).Scan(&jobID, &knowledgeID)
 		if err != nil {
 			return err
@@ -304,6 +305,10 @@ func (k *KnowledgeJobs) RunOneJob(ctx context.Context) (bool, error) {
 // requestGrace is how long a job whose request is not recorded may be
 // waiting for it: RequestReindex writes the job, then appends the request.
 const requestGrace = time.Minute
+
+// requestWait is how long a job put back to wait for its request is left
+// alone.
+const requestWait = 2 * time.Second
 
 // errNotRequested is a claimed job whose request is not recorded (yet).
 var errNotRequested = errors.New("reindex job: its request is not recorded")
@@ -362,8 +367,10 @@ func (k *KnowledgeJobs) unrequested(ctx context.Context, jobID int64) error {
 		k.logger.Warn("reindex job dropped: its request was never recorded", "job_id", jobID)
 		return errNotRequested
 	}
-	if _, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = 'queued', started_at = NULL, lease_until = NULL
-		WHERE job_id = $1`, jobID); err != nil {
+	// Back in the queue, not to be claimed again for a moment (a queued
+	// job's lease_until is when it may be): the jobs after it go first.
+	if _, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = 'queued', started_at = NULL, lease_until = $2
+		WHERE job_id = $1`, jobID, k.d.Now().UTC().Add(requestWait)); err != nil {
 		return err
 	}
 	return errNotRequested

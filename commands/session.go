@@ -63,7 +63,7 @@ func (s *Sessions) SentMessages(ctx context.Context, userID, sessionID int64) ([
 	var sent []SentMessages
 	state, _, _, err := load(ctx, s.d, sessionStream(sessionID), func(st aggregates.Session, env events.Envelope) aggregates.Session {
 		if t, ok := env.Event.(events.SessionTurnRecorded); ok {
-			earlier := st.Turns[max(len(st.Turns)-t.HistoryTurns, 0):]
+			earlier := aggregates.LastTurns(st.Turns, t.HistoryTurns)
 			sent = append(sent, SentMessages{Turn: t.Turn, Messages: aggregates.SentMessages(t.Messages, earlier)})
 		}
 		return aggregates.EvolveSession(st, env)

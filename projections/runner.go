@@ -467,7 +467,11 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 			if !handled[msg.Metadata.Get(postgres.MetaEventType)] {
 				return h(msg) // acked as not this projection's: nothing to protect
 			}
-			skipping := r.skips.Load() > 0 && r.toSkip(name, msg.UUID) && !erasure(msg.Metadata.Get(postgres.MetaEventType))
+			skipping := r.skips.Load() > 0 && r.toSkip(name, msg.UUID)
+			if skipping && erasure(msg.Metadata.Get(postgres.MetaEventType)) {
+				skipping = false // never passed over: tried again
+				r.unskip(name)
+			}
 			if batched {
 				if skipping && bt.failed == nil {
 					bt.fail(fmt.Errorf("event %s is to be passed over", msg.UUID)) // one at a time, below
@@ -651,6 +655,16 @@ func (r *Runner) skip(name, eventID string) {
 	r.skipping[name] = eventID
 }
 
+// unskip forgets projection name's event to pass over.
+func (r *Runner) unskip(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.skipping[name]; ok {
+		delete(r.skipping, name)
+		r.skips.Add(-1)
+	}
+}
+
 // toSkip reports whether projection name is to pass over eventID.
 func (r *Runner) toSkip(name, eventID string) bool {
 	r.mu.Lock()
@@ -667,9 +681,8 @@ func (r *Runner) passOver(ctx context.Context, tx pgx.Tx, name string, msg *mess
 		WHERE projection = $1 AND event_id::text = $2`, name, msg.UUID, DeadLetterSkipped); err != nil {
 		return err
 	}
+	r.unskip(name)
 	r.mu.Lock()
-	delete(r.skipping, name)
-	r.skips.Add(-1)
 	r.skipped[name]++
 	r.mu.Unlock()
 	r.logger.Warn("projection skipped an event it could not apply", "projection", name, "event_id", msg.UUID,
