@@ -44,6 +44,7 @@ type Envelope struct {
 type Registry struct {
 	decoders  map[string]func(json.RawMessage) (Event, error)
 	upcasters map[upcastKey]Upcaster // see upcast.go
+	sameShape map[upcastKey]bool     // steps that change nothing (RegisterSameShape)
 	open      Opener                 // nil: events are read as stored
 	openInto  IntoOpener             // nil: DecodeInto opens with open
 }
@@ -120,7 +121,7 @@ func NewRegistry() *Registry {
 	register[UserSignedUp](r)
 	r.RegisterUpcaster("user.signed_up", 1, dropPasswordHash)
 	r.RegisterUpcaster("knowledge.document_uploaded", 1, addressContent)
-	r.RegisterUpcaster("session.turn_recorded", 1, wholeMessages)
+	r.RegisterSameShape("session.turn_recorded", 1) // version 1's messages are whole: history_turns 0
 	register[UserRoleGranted](r)
 	register[UserErased](r)
 	register[UserPasswordChanged](r)

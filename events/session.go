@@ -157,10 +157,6 @@ func (SessionTurnRecorded) EventType() string { return "session.turn_recorded" }
 // SchemaVersion implements Event.
 func (SessionTurnRecorded) SchemaVersion() int { return 2 }
 
-// wholeMessages upcasts session.turn_recorded from version 1, whose
-// messages are whole: its history_turns is 0, as absent.
-func wholeMessages(data json.RawMessage) (json.RawMessage, error) { return data, nil }
-
 // EventType implements Event.
 func (SessionSettingsUpdated) EventType() string { return "session.settings_updated" }
 

@@ -38,6 +38,28 @@ func (r *Registry) RegisterUpcaster(eventType string, from int, up Upcaster) {
 	r.upcasters[key] = up
 }
 
+// RegisterSameShape records that eventType's payloads of schema version
+// from read as version from+1 unchanged: the next version added a field
+// whose absence (its zero value) says what version from meant. Its step
+// changes nothing, so a reader that decodes the stored data straight into
+// the event (OpenIntoWith) may take such payloads too.
+func (r *Registry) RegisterSameShape(eventType string, from int) {
+	r.RegisterUpcaster(eventType, from, func(data json.RawMessage) (json.RawMessage, error) { return data, nil })
+	if r.sameShape == nil {
+		r.sameShape = map[upcastKey]bool{}
+	}
+	r.sameShape[upcastKey{eventType, from}] = true
+}
+
+// sameShapeFrom is the version a payload stored at version v reads as
+// through same-shape steps alone.
+func (r *Registry) sameShapeFrom(eventType string, v int) int {
+	for r.sameShape[upcastKey{eventType, v}] {
+		v++
+	}
+	return v
+}
+
 // Upcast applies eventType's steps to data, stored at schemaVersion (0 reads
 // as 1), for as long as there is a step from the version reached. It returns
 // the data and the version it reached.
@@ -72,18 +94,20 @@ func (r *Registry) Upcast(eventType string, schemaVersion int, data json.RawMess
 // older shape with no upcaster, or of a newer release, is refused rather than
 // misread.
 func (r *Registry) DecodeInto(eventType string, schemaVersion int, data json.RawMessage, v any) error {
-	if r != nil && r.openInto != nil && r.upcasters[upcastKey{eventType, max(schemaVersion, 1)}] == nil {
-		// Stored at a version no step starts from: nothing to upcast, so
-		// the opener may decode the stored data straight into v.
-		handled, err := r.openInto(eventType, data, v)
-		if err != nil {
-			return err
-		}
-		if handled {
-			if e, ok := v.(Event); ok {
-				return checkVersion(eventType, max(schemaVersion, 1), e)
+	if r != nil && r.openInto != nil {
+		if reads := r.sameShapeFrom(eventType, max(schemaVersion, 1)); r.upcasters[upcastKey{eventType, reads}] == nil {
+			// Stored at a version no step that changes anything starts
+			// from: the opener may decode the stored data straight into v.
+			handled, err := r.openInto(eventType, data, v)
+			if err != nil {
+				return err
 			}
-			return nil
+			if handled {
+				if e, ok := v.(Event); ok {
+					return checkVersion(eventType, reads, e)
+				}
+				return nil
+			}
 		}
 	}
 	data, reached, err := r.Upcast(eventType, schemaVersion, data)

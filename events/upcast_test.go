@@ -177,3 +177,30 @@ func TestDocumentUploadedVersionOneKeepsItsTextWithItsAddress(t *testing.T) {
 		t.Errorf("decoded (-want +got):\n%s", diff)
 	}
 }
+
+// A version 1 turn reads as version 2 unchanged (its messages whole,
+// history_turns 0): a reader that decodes straight into the event
+// (OpenIntoWith, a replay's) takes it, as it takes a version 2 turn; a
+// step that changes the payload is never skipped.
+func TestSameShapeStepsLetTheOpenerDecode(t *testing.T) {
+	opened := 0
+	r := events.NewRegistry().OpenIntoWith(func(eventType string, data json.RawMessage, v any) (bool, error) {
+		opened++
+		return true, json.Unmarshal(data, v)
+	})
+	var turn events.SessionTurnRecorded
+	v1 := `{"session_id":3,"turn":2,"prompt_text":"p","messages":[{"role":"user","content":"a"},{"role":"user","content":"p"}],"params":{},"results":[]}`
+	if err := r.DecodeInto("session.turn_recorded", 1, json.RawMessage(v1), &turn); err != nil {
+		t.Fatal(err)
+	}
+	if opened != 1 || turn.HistoryTurns != 0 || len(turn.Messages) != 2 {
+		t.Errorf("opened %d times: %+v", opened, turn)
+	}
+	var doc events.KnowledgeDocumentUploaded
+	if err := r.DecodeInto("knowledge.document_uploaded", 1, json.RawMessage(`{"knowledge_id":1,"user_id":2,"title":"t","content":"abc"}`), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if opened != 1 || doc.ContentHash == "" {
+		t.Errorf("version 1 of a document went past its upcaster (opened %d times): %+v", opened, doc)
+	}
+}
