@@ -392,7 +392,7 @@ func (e *env) requestReindex(t testing.TB, id, job int64) {
 // A job runs only once its request is recorded: a job whose request is
 // still being appended waits for it, and one whose request never was
 // (its append failed, and its process stopped before it withdrew the job)
-// is dropped after a minute, never run.
+// is dropped after ten minutes, never run.
 func TestReindexWaitsForItsRequest(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)
@@ -416,7 +416,7 @@ func TestReindexWaitsForItsRequest(t *testing.T) {
 		return n == 1
 	}
 
-	lost := job("2 minutes")
+	lost := job("20 minutes")
 	poll.Must(t, 10*time.Second, "the job whose request was never recorded is dropped", func() bool { return !exists(lost) })
 
 	// A job still waiting for its request holds up no other: a reindex

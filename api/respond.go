@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net"
@@ -196,12 +197,15 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 func databaseUnavailable(err error) bool {
 	var connectErr *pgconn.ConnectError
 	var pgErr *pgconn.PgError
-	// pgconn's own errors (a connection lost mid-statement, a timed-out
-	// one, one closed or busy) say whether a retry is safe; no other
-	// error of the service does.
+	// pgconn's own errors say whether a retry is safe, and no other error of
+	// the service does; of those, a connection lost mid-statement wraps the
+	// network's error or an early end of the stream (a message too large
+	// to send, a connection busy, are not the database's).
 	var driverErr interface{ SafeToRetry() bool }
+	var netErr net.Error
+	lost := errors.As(err, &driverErr) && (errors.As(err, &netErr) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF))
 	switch {
-	case errors.As(err, &connectErr), errors.As(err, &driverErr), pgconn.Timeout(err), errors.Is(err, pgconn.ErrConnClosed):
+	case lost, errors.As(err, &connectErr), pgconn.Timeout(err), errors.Is(err, pgconn.ErrConnClosed):
 		return true
 	case errors.As(err, &pgErr):
 		switch pgErr.Code[:2] {

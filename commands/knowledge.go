@@ -138,7 +138,7 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	if jerr != nil {
 		// Neither indexed nor queued: the caller hears of it (a retry with
 		// its Idempotency-Key finds the document recorded, and indexes it).
-		return doc, 0, res, errors.Join(err, jerr)
+		return doc, 0, res, jerr // not err: an embedder's answer may quote the document
 	}
 	return doc, 0, jobRes, nil // the later position: a read after the answer sees the job too
 }
@@ -273,6 +273,7 @@ func (k *KnowledgeJobs) RunJobs(ctx context.Context) {
 // RunOneJob claims and runs one job; false when there was none.
 func (k *KnowledgeJobs) RunOneJob(ctx context.Context) (bool, error) {
 	now := k.d.Now().UTC().Truncate(time.Microsecond)
+	lease := now.Add(k.lease)
 	var jobID, knowledgeID int64
 	err := pgx.BeginFunc(ctx, k.d.DB, func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `
@@ -286,7 +287,7 @@ func (k *KnowledgeJobs) RunOneJob(ctx context.Context) (bool, error) {
 		// job never starts before it was requested.
 		_, err = tx.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = 'running',
 			started_at = COALESCE(started_at, GREATEST($2, requested_at)),
-			lease_until = $3 WHERE job_id = $1`, jobID, now, now.Add(k.lease))
+			lease_until = $3 WHERE job_id = $1`, jobID, now, lease)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -295,7 +296,7 @@ func (k *KnowledgeJobs) RunOneJob(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	err = k.runJob(ctx, jobID, knowledgeID)
+	err = k.runJob(ctx, jobID, knowledgeID, lease)
 	if errors.Is(err, errNotRequested) {
 		return false, nil // not worked: the worker waits before it looks again
 	}
@@ -303,8 +304,9 @@ func (k *KnowledgeJobs) RunOneJob(ctx context.Context) (bool, error) {
 }
 
 // requestGrace is how long a job whose request is not recorded may be
-// waiting for it: RequestReindex writes the job, then appends the request.
-const requestGrace = time.Minute
+// waiting for it: RequestReindex writes the job, then appends the request,
+// within a write's bound (a minute) and the replicas' clock skew.
+const requestGrace = 10 * time.Minute
 
 // requestWait is how long a job put back to wait for its request is left
 // alone.
@@ -313,7 +315,7 @@ const requestWait = 2 * time.Second
 // errNotRequested is a claimed job whose request is not recorded (yet).
 var errNotRequested = errors.New("reindex job: its request is not recorded")
 
-func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64) error {
+func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64, lease time.Time) error {
 	// A job runs only once its request is in the document's history: a
 	// request whose append fails withdraws its job, and one still being
 	// appended must not find its job finished before it.
@@ -322,7 +324,7 @@ func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64) er
 		return err
 	}
 	if _, requested := doc.Jobs[jobID]; !requested {
-		return k.unrequested(ctx, jobID)
+		return k.unrequested(ctx, jobID, lease)
 	}
 	k.logger.Info("reindex job started", "job_id", jobID, "knowledge_id", knowledgeID)
 	total, err := k.reindex(ctx, jobID, knowledgeID)
@@ -357,9 +359,12 @@ func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64) er
 // unrequested puts back a job whose request is not recorded: its request
 // is still being appended, or it failed without withdrawing the job (its
 // process stopped). Past requestGrace, it is dropped.
-func (k *KnowledgeJobs) unrequested(ctx context.Context, jobID int64) error {
+// Both act only on the job as this worker claimed it (lease): one that
+// outlived its lease is another worker's now.
+func (k *KnowledgeJobs) unrequested(ctx context.Context, jobID int64, lease time.Time) error {
 	cutoff := k.d.Now().UTC().Add(-requestGrace)
-	tag, err := k.d.DB.Exec(ctx, `DELETE FROM knowledge_reindex_jobs WHERE job_id = $1 AND requested_at < $2`, jobID, cutoff)
+	tag, err := k.d.DB.Exec(ctx, `DELETE FROM knowledge_reindex_jobs
+		WHERE job_id = $1 AND requested_at < $2 AND status = 'running' AND lease_until = $3`, jobID, cutoff, lease)
 	if err != nil {
 		return err
 	}
@@ -370,7 +375,7 @@ func (k *KnowledgeJobs) unrequested(ctx context.Context, jobID int64) error {
 	// Back in the queue, not to be claimed again for a moment (a queued
 	// job's lease_until is when it may be): the jobs after it go first.
 	if _, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = 'queued', started_at = NULL, lease_until = $2
-		WHERE job_id = $1`, jobID, k.d.Now().UTC().Add(requestWait)); err != nil {
+		WHERE job_id = $1 AND status = 'running' AND lease_until = $3`, jobID, k.d.Now().UTC().Add(requestWait), lease); err != nil {
 		return err
 	}
 	return errNotRequested

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -316,5 +318,63 @@ func TestALostConnectionIsNotPoison(t *testing.T) {
 	}
 	if n := skippedOf(r, "blip"); n != 0 {
 		t.Errorf("skipped %d, want 0", n)
+	}
+}
+
+// A projection whose transaction is lost while the database is away (a
+// failover) keeps trying to start again, and goes on once it is back: it
+// neither gives up nor makes the event a dead letter.
+func TestAProjectionOutlivesAFailover(t *testing.T) {
+	base := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	var down atomic.Bool
+	var refused atomic.Int32
+	cfg := base.Config()
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		// Away until it has refused a few connections: the projection's
+		// attempts to start again among them.
+		if down.Load() && refused.Add(1) <= 6 {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+		}
+		down.Store(false)
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	var failovers atomic.Int32
+	failovers.Store(1)
+	p := projections.Projection{Name: "failover", Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			if e.Name == "poison" && failovers.Add(-1) >= 0 {
+				down.Store(true)
+				pool.Reset()
+				_, err := tx.Exec(ctx, `SELECT pg_terminate_backend(pg_backend_pid())`)
+				return errors.Join(errors.New("the server went away"), err)
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1)`, e.AgentID)
+			return err
+		}),
+	}}
+	l, _ := start(t, pool, 3, p)
+	appendAgent(t, base, 1, "fine")
+	appendAgent(t, base, 2, "poison")
+	after := appendAgent(t, base, 3, "fine")
+	// The router stopped on the dead transaction may take its close timeout
+	// (15 s) to let go of its handlers while the database is away.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	if err := l.WaitFor(ctx, after, "failover"); err != nil {
+		t.Fatalf("the projection did not go on after the failover: %v", err)
+	}
+	if ids := seenIDs(t, base); len(ids) != 3 {
+		t.Errorf("applied %v, want [1 2 3]", ids)
+	}
+	if refused.Load() < 6 {
+		t.Errorf("the database refused %d connections: the outage was not met", refused.Load())
+	}
+	if all, err := projections.ListDeadLetters(context.Background(), base, true); err != nil || len(all) != 0 {
+		t.Errorf("dead letters %+v (%v), want none", all, err)
 	}
 }

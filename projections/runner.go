@@ -247,8 +247,20 @@ func (r *Runner) Run(ctx context.Context) error {
 // poison event, it waits for an operator's retry or skip of that event and
 // starts it again (unless Restarted: the caller restarts it).
 func (r *Runner) supervise(ctx context.Context, p Projection) error {
+	recovering := 0 // restarts in a row after a lost transaction
 	for {
 		router, stop, err := r.router(p)
+		if err != nil && recovering > 0 && ctx.Err() == nil {
+			// As below: the database may still be away.
+			recovering++
+			r.logger.Warn("projection could not start again; retrying", "projection", p.Name, "error", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(min(time.Duration(recovering)*100*time.Millisecond, 2*time.Second)):
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -262,9 +274,19 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 			if serr := stop(); err == nil {
 				err = serr
 			}
-			if n, again := r.takeRestart(p.Name); again {
+			n, again := r.takeRestart(p.Name)
+			_, stalled := r.stalledOn(p.Name)
+			if !again && recovering > 0 && err != nil && !stalled && ctx.Err() == nil {
+				// Started again after a lost transaction, the router could
+				// not run (the database still away, as in a failover): it
+				// is tried again rather than given up on.
+				r.logger.Warn("projection could not start again; retrying", "projection", p.Name, "error", err)
+				again, n = true, recovering+1
+			}
+			if again {
 				// A lost transaction: a new router, on a new connection,
 				// after a pause that grows with the attempts.
+				recovering = n
 				select {
 				case <-ctx.Done():
 					return nil
@@ -272,6 +294,7 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 				}
 				continue
 			}
+			recovering = 0
 			st, stalled := r.stalledOn(p.Name)
 			if !stalled || st.EventID == "" || r.Restarted || ctx.Err() != nil {
 				return err // stopped for good, or stopped by whoever restarts it
@@ -490,7 +513,14 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 			mu.Lock()
 			defer mu.Unlock()
 			if skipping {
-				return nil, r.passOver(ctx, tx, name, msg)
+				if err := r.passOver(ctx, tx, name, msg); err != nil {
+					// Its transaction is broken: start again on a new one.
+					if r.requestRestart(name, 1) {
+						go func() { _ = stop() }()
+					}
+					return nil, err
+				}
+				return nil, nil
 			}
 			sp := newSavepointTx(tx, "SAVEPOINT projection_event")
 			if open == tx {
@@ -617,10 +647,18 @@ func (r *Runner) brokeTransaction(name string, policy PoisonPolicy, msg *message
 	}
 	r.logger.Warn("projection lost its transaction; starting again on a new connection", "projection", name,
 		"event_id", msg.UUID, "attempt", run.attempts, "error", herr)
-	r.mu.Lock()
-	r.restart[name] = run.attempts
-	r.mu.Unlock()
+	r.requestRestart(name, run.attempts)
 	go func() { _ = stop() }()
+}
+
+// requestRestart has supervise start projection name again at once, after
+// attempts broken in a row; false when a restart was requested already.
+func (r *Runner) requestRestart(name string, attempts int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, pending := r.restart[name]
+	r.restart[name] = attempts
+	return !pending
 }
 
 // mended forgets projection name's broken attempts at eventID: it
