@@ -162,6 +162,21 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 		return aggregates.Session{}, Result{}, err
 	}
 	allocated := s.allocateAhead(ctx, true, len(models), len(models), len(links))
+	if idempotencyFrom(ctx) != nil {
+		// Under a key its session id is the one an earlier attempt drew:
+		// if that attempt recorded the turn before it died, the turn is
+		// the answer, and the models are not asked again.
+		ids, err := allocated()
+		if err != nil {
+			return aggregates.Session{}, Result{}, err
+		}
+		if again, err := appliedBefore(ctx, s.d, sessionStream(ids.session)); err != nil || again {
+			if err != nil {
+				return aggregates.Session{}, Result{}, err
+			}
+			return create(ctx, s.d, sessionStream(ids.session), aggregates.EvolveSession, recordedAlready)
+		}
+	}
 	// A streamed turn names its session first: once its id is drawn.
 	gate := startGate(c.Observer, func() (int64, error) { ids, err := allocated(); return ids.session, err })
 	turn := s.callModels(ctx, models, primary, prompt, aggregates.EffectiveParams(settings.StylePreset, settings.GenerationParams), gate)
@@ -202,6 +217,14 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 	}
 	if err := aggregates.CheckSessionOwner(state, c.Caller.UserID); err != nil {
 		return state, Result{}, err
+	}
+	// A retry of a turn that an attempt recorded before it died answers
+	// with that turn, without asking the models again.
+	if again, err := appliedBefore(ctx, s.d, stream); err != nil || again {
+		if err != nil {
+			return state, Result{}, err
+		}
+		return execute(ctx, s.d, stream, aggregates.EvolveSession, recordedAlready)
 	}
 	var class queries.PracticeClass
 	if state.ClassID != nil {
@@ -254,6 +277,12 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 	cmd := aggregates.RecordTurn{SessionID: c.SessionID, CallerID: c.Caller.UserID, AfterTurns: len(state.Turns), Turn: turn}
 	return execute(ctx, s.d, stream, aggregates.EvolveSession,
 		func(st aggregates.Session) ([]events.Event, error) { return aggregates.DecideRecordTurn(st, cmd) })
+}
+
+// recordedAlready decides a turn that appliedBefore found recorded: run
+// answers with the recorded events before it asks (loadUntil).
+func recordedAlready(aggregates.Session) ([]events.Event, error) {
+	return nil, errors.New("sessions: the turn an earlier attempt recorded was not found")
 }
 
 // UpdateSettings applies a merge update of a session's settings by its owner
