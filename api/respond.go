@@ -148,9 +148,9 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		status, msg = http.StatusBadRequest, "Bad Request"
 	case errors.Is(err, derrors.ErrBadGateway):
 		status, msg = http.StatusBadGateway, "Bad Gateway"
-	case errors.Is(err, derrors.ErrUnavailable):
+	case errors.Is(err, derrors.ErrUnavailable) && errors.As(err, &de):
 		w.Header().Set("Retry-After", "1")
-		status, msg = http.StatusServiceUnavailable, "Service Unavailable"
+		status, msg = http.StatusServiceUnavailable, de.Detail
 	case errors.Is(err, eventstore.ErrAppendTooLarge):
 		status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf(
 			"The change is too large to record: one write holds at most %d bytes", eventstore.MaxAppendBytes)
@@ -177,7 +177,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		w.Header().Set("Retry-After", "1")
 		status, msg = http.StatusServiceUnavailable, "The database is unavailable; retry in a moment (a write with the same Idempotency-Key)"
 	}
-	if (status < 500 || errors.Is(err, derrors.ErrUnavailable)) && errors.As(err, &de) {
+	if status < 500 && errors.As(err, &de) {
 		msg = de.Detail
 	}
 	if status >= 500 {
