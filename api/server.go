@@ -305,7 +305,9 @@ func correlationID(r *http.Request) string {
 	return requestID(r.Context())
 }
 
-// DefaultWriteWait is Deps.WriteWait's default.
+// DefaultWriteWait is Deps.WriteWait's default: what a write does, a
+// practice turn's reads, append and wait for its read models besides its
+// models' calls.
 const DefaultWriteWait = time.Minute
 
 // writeBound bounds a write: WriteWait, and for a practice turn the longest

@@ -28,9 +28,6 @@ const (
 	// WriteTimeout would cut a long one): a client that reads nothing for
 	// that long is given up on, and the turn goes on without it.
 	streamWriteWait = 30 * time.Second
-	// turnRecordWait bounds what a streamed turn does besides calling its
-	// models: its reads, its append and the wait for its read models.
-	turnRecordWait = time.Minute
 )
 
 // streamedTurns are the operations that stream on request (see openAPI).
@@ -195,8 +192,10 @@ type turnRun func(ctx context.Context, obs commands.TurnObserver) (aggregates.Se
 // a turn whose every model failed is the ordinary 502, which is not kept.
 func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, status int, run turnRun) error {
 	relay := newTurnRelay()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.deps.Models.LongestCall()+turnRecordWait)
-	defer cancel()
+	// The write's own context: its client's leaving does not end it, its
+	// bound does (writeBound: its models' longest call, and WriteWait for
+	// its reads, its append and the wait for its read models).
+	ctx := r.Context()
 	var (
 		state aggregates.Session
 		res   commands.Result
@@ -234,7 +233,7 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, status int, 
 	// answer does; the headers are gone by then, so its position goes in
 	// trailers (or in the headers of a response sent whole).
 	settled := &bufferedResponse{header: http.Header{}}
-	s.settle(settled, r.WithContext(ctx), res, sessionReadModels...)
+	s.settle(settled, r, res, sessionReadModels...)
 	out.trailers(settled.header, "X-Event-Position", "X-Projection-Pending")
 	out.send(sseEvent{name: "turn", data: mustJSON(turnFromState(state))})
 	out.finish()
