@@ -327,7 +327,7 @@ func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64, le
 		return k.unrequested(ctx, jobID, lease)
 	}
 	k.logger.Info("reindex job started", "job_id", jobID, "knowledge_id", knowledgeID)
-	total, err := k.reindex(ctx, jobID, knowledgeID)
+	total, err := k.reindex(ctx, jobID, doc)
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping: the lease runs out and a worker resumes the job
 	}
@@ -416,11 +416,8 @@ func blobOf(doc aggregates.KnowledgeDocument) *blobs.Ref {
 	return &blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize}
 }
 
-func (k *KnowledgeJobs) reindex(ctx context.Context, jobID, knowledgeID int64) (int, error) {
-	doc, _, _, err := load(ctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument)
-	if err != nil {
-		return 0, err
-	}
+// reindex indexes doc, as runJob loaded it, again for job jobID.
+func (k *KnowledgeJobs) reindex(ctx context.Context, jobID int64, doc aggregates.KnowledgeDocument) (int, error) {
 	if !doc.Exists() {
 		return 0, errors.New("the document does not exist")
 	}
@@ -428,7 +425,7 @@ func (k *KnowledgeJobs) reindex(ctx context.Context, jobID, knowledgeID int64) (
 	if err != nil {
 		return 0, err
 	}
-	return k.index(ctx, knowledgeID, doc.OwnerID, blobOf(doc), text, func(done, total int) error {
+	return k.index(ctx, doc.ID, doc.OwnerID, blobOf(doc), text, func(done, total int) error {
 		now := k.d.Now().UTC()
 		_, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET chunks_done = $2, chunks_total = $3, lease_until = $4
 			WHERE job_id = $1`, jobID, done, total, now.Add(k.lease))
