@@ -179,16 +179,27 @@ func rememberSessionIDs(ctx context.Context, d Deps, newSession bool, ids *sessi
 	return nil
 }
 
+// nextEventIDs are the ids the request's next command on stream will give
+// its events under ctx's Idempotency-Key (nil without one), for loadUntil.
+func nextEventIDs(ctx context.Context, stream string) func(int) uuid.UUID {
+	idem := idempotencyFrom(ctx)
+	if idem == nil {
+		return nil
+	}
+	n := idem.nextRun(stream, false)
+	return func(i int) uuid.UUID { return idem.eventID(stream, n, i) }
+}
+
 // appliedBefore reports whether the request's next command on stream will
 // find its events already appended, by an attempt of the request that died
 // after appending them. A check made before that command, which those very
 // events now fail (an invite code they used up), is then no reason to refuse.
 func appliedBefore(ctx context.Context, d Deps, stream string) (bool, error) {
-	idem := idempotencyFrom(ctx)
-	if idem == nil {
+	ids := nextEventIDs(ctx, stream)
+	if ids == nil {
 		return false, nil
 	}
-	first := idem.eventID(stream, idem.nextRun(stream, false), 0)
+	first := ids(0)
 	recorded, err := d.Store.ReadStream(ctx, stream, eventstore.Forwards, 1, 0)
 	if err != nil {
 		return false, err

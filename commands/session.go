@@ -211,19 +211,17 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 		return aggregates.Session{}, Result{}, err
 	}
 	stream := sessionStream(c.SessionID)
-	state, _, _, err := load(ctx, s.d, stream, aggregates.EvolveSession)
+	// Under a key, the load also finds a turn that an attempt recorded
+	// before it died (again): that turn is the answer, and the models are
+	// not asked again.
+	state, _, _, again, err := loadUntil(ctx, s.d, stream, aggregates.EvolveSession, nextEventIDs(ctx, stream))
 	if err != nil {
 		return state, Result{}, err
 	}
 	if err := aggregates.CheckSessionOwner(state, c.Caller.UserID); err != nil {
 		return state, Result{}, err
 	}
-	// A retry of a turn that an attempt recorded before it died answers
-	// with that turn, without asking the models again.
-	if again, err := appliedBefore(ctx, s.d, stream); err != nil || again {
-		if err != nil {
-			return state, Result{}, err
-		}
+	if again {
 		return execute(ctx, s.d, stream, aggregates.EvolveSession, recordedAlready)
 	}
 	var class queries.PracticeClass
@@ -279,8 +277,9 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 		func(st aggregates.Session) ([]events.Event, error) { return aggregates.DecideRecordTurn(st, cmd) })
 }
 
-// recordedAlready decides a turn that appliedBefore found recorded: run
-// answers with the recorded events before it asks (loadUntil).
+// recordedAlready decides a turn found recorded (Run: appliedBefore;
+// Continue: its load): run answers with the recorded events before it
+// asks (loadUntil).
 func recordedAlready(aggregates.Session) ([]events.Event, error) {
 	return nil, errors.New("sessions: the turn an earlier attempt recorded was not found")
 }
