@@ -254,10 +254,8 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 			// As below: the database may still be away.
 			recovering++
 			r.logger.Warn("projection could not start again; retrying", "projection", p.Name, "error", err)
-			select {
-			case <-ctx.Done():
+			if !pauseBeforeRestart(ctx, recovering) {
 				return nil
-			case <-time.After(min(time.Duration(recovering)*100*time.Millisecond, 2*time.Second)):
 			}
 			continue
 		}
@@ -284,13 +282,10 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 				again, n = true, recovering+1
 			}
 			if again {
-				// A lost transaction: a new router, on a new connection,
-				// after a pause that grows with the attempts.
+				// A lost transaction: a new router, on a new connection.
 				recovering = n
-				select {
-				case <-ctx.Done():
+				if !pauseBeforeRestart(ctx, n) {
 					return nil
-				case <-time.After(min(time.Duration(n)*100*time.Millisecond, 2*time.Second)):
 				}
 				continue
 			}
@@ -317,6 +312,18 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 			}
 			r.logger.Info("projection restarting at the operator's request", "projection", p.Name, "event_id", st.EventID, "action", action)
 		}
+	}
+}
+
+// pauseBeforeRestart waits before a projection starts again after n lost
+// transactions (or failed starts) in a row, a pause that grows with n;
+// false when ctx ended first.
+func pauseBeforeRestart(ctx context.Context, n int) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(min(time.Duration(n)*100*time.Millisecond, 2*time.Second)):
+		return true
 	}
 }
 
