@@ -227,7 +227,7 @@ func TestClientThatGoesAway(t *testing.T) {
 			sendAndLeave(t, e, "POST", "/agents", fmt.Sprintf(`{"name":%q,"system_prompt":"p"}`, name), u.Access, "X-Request-ID", id)
 			line := accessLine(t, e, id)
 			noErrorLogged(t, e, id)
-			res := e.do(t, "GET", "/agents", nil, u.Access)
+			res := agentsAfterAWrite(t, e, u.Access)
 			there := strings.Contains(string(res.Body), fmt.Sprintf(`"name":%q`, name))
 			switch line["status"] {
 			case float64(http.StatusCreated):
@@ -244,4 +244,23 @@ func TestClientThatGoesAway(t *testing.T) {
 			}
 		}
 	})
+}
+
+// agentsAfterAWrite lists the caller's agents once the read model has
+// applied everything written so far. A write whose client left answers
+// without waiting for its projection (the client is not there to read it),
+// so a list right after its access-log line may not show it yet: a write
+// of the caller's own, made after it, and a read at that write's position
+// (X-Min-Position) show all that the left request wrote.
+func agentsAfterAWrite(t *testing.T, e *env, token string) response {
+	t.Helper()
+	probe := e.do(t, "POST", "/agents", map[string]any{"name": "probe " + uuid.NewString(), "system_prompt": "p"}, token)
+	if probe.Status != http.StatusCreated {
+		t.Fatalf("the probe write: %s", probe)
+	}
+	res := e.do(t, "GET", "/agents", nil, token, "X-Min-Position", probe.Header.Get("X-Event-Position"))
+	if res.Status != http.StatusOK || res.Header.Get("X-Projection-Pending") != "" {
+		t.Fatalf("the list at the probe's position: %s (pending %q)", res, res.Header.Get("X-Projection-Pending"))
+	}
+	return res
 }
