@@ -624,3 +624,43 @@ func TestUploadOutlivesTheEmbedder(t *testing.T) {
 		return num(t, e.do(t, "GET", documentPath(id), nil, u.Access), "chunks") > 0
 	})
 }
+
+// hangingEmbedder is the offline embedder, hanging until its caller gives
+// up while down is set: an embedder that takes the connection and never
+// answers.
+type hangingEmbedder struct {
+	down    atomic.Bool
+	offline knowledge.Embedder
+}
+
+func (h *hangingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if h.down.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.offline.Embed(ctx, texts)
+}
+
+// An upload whose indexing outlasts the write's bound (an embedder that
+// never answers) has recorded the document all the same: the reindex job
+// that takes its indexing over is queued even though the bound has passed,
+// and indexes it once the embedder answers.
+func TestUploadOutlivesAHangingEmbedder(t *testing.T) {
+	t.Parallel()
+	embedder := &hangingEmbedder{offline: knowledge.NewOffline()}
+	embedder.down.Store(true)
+	e := newEnv(t, envConfig{embedder: embedder, writeWait: time.Second})
+	u := e.signUp(t)
+	res := e.uploadDocument(t, u.Access, "Cells", cellText)
+	if n := num(t, res, "chunks"); n != 0 {
+		t.Errorf("%s: %d chunks, want 0 until the document is indexed", res, n)
+	}
+	id := num(t, res, "knowledge_id")
+	if got := eventTypes(e.streamEvents(t, fmt.Sprintf("knowledge-%d", id))); !slices.Equal(got, []string{"knowledge.document_uploaded", "knowledge.reindex_requested"}) {
+		t.Errorf("the document's events: %v", got)
+	}
+	embedder.down.Store(false)
+	poll.Must(t, 20*time.Second, "the reindex job indexes the document", func() bool {
+		return num(t, e.do(t, "GET", documentPath(id), nil, u.Access), "chunks") > 0
+	})
+}
