@@ -207,6 +207,20 @@ func TestAnErasureIsNeverPassedOver(t *testing.T) {
 	if err := projections.ResolveDeadLetter(context.Background(), pool, "eraser", d.EventID, projections.DeadLetterSkip, "test"); !errors.Is(err, projections.ErrErasureNotSkipped) {
 		t.Errorf("an operator's skip of the erasure: %v, want ErrErasureNotSkipped", err)
 	}
+	// A skip set past ResolveDeadLetter (by hand, in SQL) is not obeyed
+	// either: the runner tries the erasure again, stops on it again, and
+	// forgets the skip.
+	if _, err := pool.Exec(context.Background(), `UPDATE projection_dead_letters SET status = 'skip' WHERE projection = 'eraser'`); err != nil {
+		t.Fatal(err)
+	}
+	poll.Must(t, 10*time.Second, "the erasure tried again and stopped on", func() bool {
+		again := deadLetter(t, pool, "eraser")
+		_, stalled := stalledStatus(r, "eraser")
+		return stalled && again.Status == projections.DeadLetterStopped && again.Failures > d.Failures
+	})
+	if ids := seenIDs(t, pool); len(ids) != 1 || ids[0] != 7 {
+		t.Errorf("rows %v while the erasure stops its projection, want [7]", ids)
+	}
 	broken.Store(false)
 	if err := projections.ResolveDeadLetter(context.Background(), pool, "eraser", d.EventID, projections.DeadLetterRetry, "test"); err != nil {
 		t.Fatal(err)
