@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"lectern/commands"
+	"lectern/eventstore"
+	"lectern/ratelimit"
 )
 
 const (
@@ -239,4 +241,74 @@ func TestJoinAddressLimit(t *testing.T) {
 	}
 	// Another address is not held back.
 	wantStatus(t, e.from(t).join(t, e.signUp(t), guess(n)), http.StatusNotFound)
+}
+
+const tooManyTurns = "Too many practice turns; try again later"
+
+// Practice turns at full speed: 30 concurrent first turns of one student,
+// of which the default 20 are answered and the rest refused before any
+// model is asked; the refused ones record nothing. Another student is not
+// held back.
+func TestTurnsAtSpeed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{now: newClock(time.Now()).Now})
+	c := e.newClassroom(t, nil)
+	results := concurrently(30, func(i int) response {
+		return e.do(t, "POST", runPath(c.class), map[string]any{"prompt_text": fmt.Sprintf("turn %d", i)}, c.student.Access)
+	})
+	count := map[int]int{}
+	for _, res := range results {
+		count[res.Status]++
+		if res.Status == http.StatusTooManyRequests {
+			wantLimited(t, res, tooManyTurns, 3*time.Second) // 20 a minute: one every 3 s
+		}
+	}
+	limit := commands.DefaultLimits.Turns.N
+	if count[http.StatusCreated] != limit || count[http.StatusTooManyRequests] != 30-limit {
+		t.Errorf("30 concurrent turns: %v, want %d 201s and %d 429s", count, limit, 30-limit)
+	}
+	if n := num(t, e.do(t, "GET", sessionsPath, nil, c.student.Access, "X-Min-Position", lastPosition(results)), "total"); n != int64(limit) {
+		t.Errorf("%d sessions recorded, want %d", n, limit)
+	}
+	other := e.newClassroom(t, nil)
+	e.startSession(t, other.student.Access, other.class, map[string]any{"prompt_text": "mine"})
+}
+
+// lastPosition is the greatest X-Event-Position of responses.
+func lastPosition(responses []response) string {
+	var last eventstore.Position
+	for _, res := range responses {
+		if p, err := eventstore.ParsePosition(res.Header.Get("X-Event-Position")); err == nil && p.Compare(last) > 0 {
+			last = p
+		}
+	}
+	return last.String()
+}
+
+// A continued turn, streamed or not, takes from the same bucket; a turn
+// refused for its input, or a session not found, takes nothing; the bucket
+// refills at its rate.
+func TestTurnLimit(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now, limits: commands.Limits{Turns: ratelimit.Rate{N: 2, Per: time.Minute}}})
+	c := e.newClassroom(t, nil)
+	_, first := e.startSession(t, c.student.Access, c.class, map[string]any{"prompt_text": "one"})
+	chat := sessionPath(first.SessionID) + "/chat"
+	wantStatus(t, e.do(t, "POST", chat, map[string]any{"prompt_text": ""}, c.student.Access), http.StatusUnprocessableEntity)
+	wantStatus(t, e.do(t, "POST", sessionPath(first.SessionID+1_000_000)+"/chat", map[string]any{"prompt_text": "two"}, c.student.Access), http.StatusNotFound)
+	wantStatus(t, e.do(t, "POST", chat, map[string]any{"prompt_text": "two"}, c.student.Access), http.StatusOK)
+
+	wantLimited(t, e.do(t, "POST", chat, map[string]any{"prompt_text": "three"}, c.student.Access), tooManyTurns, 30*time.Second)
+	if s := e.stream(t, chat, map[string]any{"prompt_text": "three"}, c.student.Access, nil); s.Status != http.StatusTooManyRequests || s.Header.Get("Retry-After") != "30" {
+		t.Errorf("a streamed turn past the limit: %d (Retry-After %q), want 429 after 30 s", s.Status, s.Header.Get("Retry-After"))
+	}
+	wantLimited(t, e.do(t, "POST", runPath(c.class), map[string]any{"prompt_text": "another"}, c.student.Access), tooManyTurns, 30*time.Second)
+	if got := eventTypes(e.streamEvents(t, fmt.Sprintf("session-%d", first.SessionID))); len(got) != 3 {
+		t.Errorf("the session's events: %v, want the start and two turns", got)
+	}
+
+	clk.Advance(30 * time.Second)
+	wantStatus(t, e.do(t, "POST", chat, map[string]any{"prompt_text": "three"}, c.student.Access), http.StatusOK)
+	wantLimited(t, e.do(t, "POST", chat, map[string]any{"prompt_text": "four"}, c.student.Access), tooManyTurns, 30*time.Second)
 }

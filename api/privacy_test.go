@@ -398,14 +398,23 @@ func TestExportHoldsSentMessagesAndAttempts(t *testing.T) {
 		}
 	}
 
-	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
-	var left int
-	if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM rate_windows WHERE bucket = $1`,
-		fmt.Sprintf("join-fail:%d", u.ID)).Scan(&left); err != nil {
-		t.Fatal(err)
+	// The buckets keyed by the user's id: failed joins, joins, turns.
+	buckets := func() int {
+		t.Helper()
+		var n int
+		if err := e.pool.QueryRow(context.Background(), `SELECT
+			(SELECT count(*) FROM rate_windows WHERE bucket = 'join-fail:' || $1) +
+			(SELECT count(*) FROM rate_buckets WHERE bucket IN ('join-user:' || $1, 'turns:' || $1))`, fmt.Sprint(u.ID)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
-	if left != 0 {
-		t.Errorf("the erasure left the user's failed class joins")
+	if n := buckets(); n != 3 {
+		t.Fatalf("%d of the user's own rate-limit buckets before the erasure, want 3: the check below proves nothing", n)
+	}
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
+	if n := buckets(); n != 0 {
+		t.Errorf("the erasure left %d of the user's rate-limit buckets (failed joins, joins, turns)", n)
 	}
 }
 

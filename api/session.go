@@ -76,11 +76,11 @@ func (s *Server) sessionOperations() []operation {
 	return []operation{
 		{method: http.MethodPost, path: "/user/practice/sessions/run", id: "run_practice_session", tag: "practice", auth: true,
 			idempotent: true, summary: "Start a practice session in a class and run its first turn", query: runSessionQuery,
-			body: &runSessionBody, status: 201, response: "SessionTurn", errors: []int{401, 403, 404, 409, 502},
+			body: &runSessionBody, status: 201, response: "SessionTurn", errors: []int{401, 403, 404, 409, 429, 502},
 			location: &locatedBy{get: "get_practice_session", id: "session_id"}, handle: s.runSession},
 		{method: http.MethodPost, path: "/user/practice/sessions/{session_id}/chat", id: "continue_practice_session", tag: "practice",
 			auth: true, idempotent: true, summary: "Run the next turn of my session", pathParams: sessionPath,
-			body: &chatSessionBody, status: 200, response: "SessionTurn", errors: []int{401, 403, 404, 409, 502},
+			body: &chatSessionBody, status: 200, response: "SessionTurn", errors: []int{401, 403, 404, 409, 429, 502},
 			handle: s.chatSession},
 		{method: http.MethodPatch, path: "/user/practice/sessions/{session_id}/settings", id: "update_session_settings", tag: "practice",
 			auth: true, summary: "Update my session's settings (merge; null resets a field to its default)", pathParams: sessionPath,

@@ -108,6 +108,7 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		{`DELETE FROM idempotency_keys WHERE user_id = $1`, []any{u.ID}},
 		{`DELETE FROM rate_windows WHERE bucket = $1`, []any{JoinFailBucket(u.ID)}},
 		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{joinUserBucket(u.ID)}},
+		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{TurnBucket(u.ID)}},
 		{`DELETE FROM unique_claims WHERE scope = $1 AND owner = $2`, []any{emailScope, stream}},
 		// The blobs before the chunks: indexing holds a document's blob
 		// until its chunks commit (indexer.index), so this waits for

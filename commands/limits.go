@@ -34,6 +34,10 @@ type Limits struct {
 	// or revoked code...); at the limit the user's joins get 429 until the
 	// oldest failure leaves the window.
 	JoinFailures ratelimit.Window
+	// Turns: practice turns per user (a token bucket), run or continued,
+	// streamed or not. Each turn calls up to ten models on the providers'
+	// bill: without a bound, one script could spend the school's budget.
+	Turns ratelimit.Rate
 }
 
 // DefaultLimits are the limits a zero Limits stands for.
@@ -46,7 +50,12 @@ var DefaultLimits = Limits{
 	JoinAddress:     ratelimit.Rate{N: 60, Per: time.Minute},
 	JoinUser:        ratelimit.Rate{N: 10, Per: time.Minute},
 	JoinFailures:    ratelimit.Window{N: 10, Size: time.Hour},
+	Turns:           ratelimit.Rate{N: DefaultTurnLimit, Per: time.Minute},
 }
+
+// DefaultTurnLimit is the default of Limits.Turns a minute: a burst of as
+// many, then one every three seconds, more than a person types.
+const DefaultTurnLimit = 20
 
 // withDefaults fills zero fields from DefaultLimits.
 func (l Limits) withDefaults() Limits {
@@ -71,6 +80,7 @@ func (l Limits) withDefaults() Limits {
 	rate(&l.JoinAddress, d.JoinAddress)
 	rate(&l.JoinUser, d.JoinUser)
 	window(&l.JoinFailures, d.JoinFailures)
+	rate(&l.Turns, d.Turns)
 	return l
 }
 

@@ -3,13 +3,16 @@ package commands
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 
 	"lectern/aggregates"
+	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/llm"
 	"lectern/queries"
+	"lectern/ratelimit"
 )
 
 // Sessions is the practice sessions use cases: start a session with its
@@ -21,6 +24,8 @@ import (
 // the turn; when every model failed, nothing is recorded.
 type Sessions struct {
 	d       Deps
+	limiter *ratelimit.Limiter
+	turns   ratelimit.Rate // Limits.Turns
 	gateway *llm.Gateway
 	reads   *queries.DB
 	// search grounds turns in the session's knowledge documents.
@@ -43,7 +48,8 @@ func NewSessions(d Deps) (*Sessions, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Sessions{d: d, gateway: d.Gateway, reads: d.Reads, search: d.Search}, nil
+	return &Sessions{d: d, limiter: ratelimit.New(d.DB, d.Now), turns: d.Limits.withDefaults().Turns,
+		gateway: d.Gateway, reads: d.Reads, search: d.Search}, nil
 }
 
 func sessionStream(id int64) string { return eventstore.StreamName(events.CategorySession, id) }
@@ -177,6 +183,9 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 			return create(ctx, s.d, sessionStream(ids.session), aggregates.EvolveSession, recordedAlready)
 		}
 	}
+	if err := s.limitTurn(ctx, c.Caller.UserID); err != nil {
+		return aggregates.Session{}, Result{}, err
+	}
 	// A streamed turn names its session first: once its id is drawn.
 	gate := startGate(c.Observer, func() (int64, error) { ids, err := allocated(); return ids.session, err })
 	turn := s.callModels(ctx, models, primary, prompt, aggregates.EffectiveParams(settings.StylePreset, settings.GenerationParams), gate)
@@ -254,6 +263,9 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 			fresh++
 		}
 	}
+	if err := s.limitTurn(ctx, c.Caller.UserID); err != nil {
+		return state, Result{}, err
+	}
 	allocated := s.allocateAhead(ctx, false, fresh, len(models), 0)
 	gate := startGate(c.Observer, func() (int64, error) { return c.SessionID, nil })
 	turn := s.callModels(ctx, models, primary, prompt,
@@ -276,6 +288,25 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 	return execute(ctx, s.d, stream, aggregates.EvolveSession,
 		func(st aggregates.Session) ([]events.Event, error) { return aggregates.DecideRecordTurn(st, cmd) })
 }
+
+// limitTurn takes a token from the user's bucket of turns (Limits.Turns)
+// as the turn is about to call its models: a turn refused before (bad
+// input, a session not found) or found recorded already (a retry) costs
+// none.
+func (s *Sessions) limitTurn(ctx context.Context, userID int64) error {
+	d, err := s.limiter.Allow(ctx, TurnBucket(userID), s.turns)
+	if err != nil {
+		return err
+	}
+	if !d.OK {
+		return &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: "Too many practice turns; try again later"}
+	}
+	return nil
+}
+
+// TurnBucket is the token bucket of a user's practice turns (erasure
+// deletes it).
+func TurnBucket(userID int64) string { return "turns:" + strconv.FormatInt(userID, 10) }
 
 // recordedAlready decides a turn found recorded (Run: appliedBefore;
 // Continue: its load): run answers with the recorded events before it

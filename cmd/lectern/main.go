@@ -34,6 +34,7 @@ import (
 	"lectern/mail"
 	"lectern/migrations"
 	"lectern/personal"
+	"lectern/ratelimit"
 	"lectern/service"
 	"lectern/tracing"
 )
@@ -96,6 +97,9 @@ type env struct {
 	// SkipPoison: LECTERN_SKIP_POISON, projections that pass over an event
 	// they cannot apply instead of stopping.
 	SkipPoison []string
+	// TurnsPerMinute: LECTERN_TURNS_PER_MINUTE, each user's practice turns
+	// a minute (default commands.DefaultTurnLimit).
+	TurnsPerMinute int
 }
 
 // readEnv reads the environment, with `make run`'s private cluster and
@@ -164,6 +168,13 @@ func readEnv(needKey bool) (env, error) {
 			err = errors.Join(err, fmt.Errorf("LECTERN_MAX_CHUNKS %q: want a positive number", v))
 		}
 		e.Extract.MaxChunks = n
+	}
+	if v := os.Getenv("LECTERN_TURNS_PER_MINUTE"); v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n <= 0 {
+			err = errors.Join(err, fmt.Errorf("LECTERN_TURNS_PER_MINUTE %q: want a positive number", v))
+		}
+		e.TurnsPerMinute = n
 	}
 	if e.JWTKey == "" && e.JWTKeyFile == "" {
 		e.JWTKeyFile = defaultKeyFile()
@@ -325,7 +336,7 @@ func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
 		SkipSessionCheck: skipSessionCheck, TrustedProxies: e.TrustedProxies, ForwardedHeader: e.ForwardedHeader, CORSOrigins: e.CORSOrigins,
 		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison,
-		Tracing: tp})
+		Limits: commands.Limits{Turns: ratelimit.Rate{N: e.TurnsPerMinute, Per: time.Minute}}, Tracing: tp})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
