@@ -19,9 +19,12 @@ var corsExposed = []string{"X-Event-Position", "X-Projection-Pending", "X-Reques
 // never cookies, so none are allowed and "*" is a valid choice.
 func corsMiddleware(origins []string) func(http.Handler) http.Handler {
 	return cors.Handler(cors.Options{
-		AllowedOrigins:   origins,
-		AllowedMethods:   []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete},
-		AllowedHeaders:   []string{"Authorization", "Content-Type", "Accept", "Idempotency-Key", "X-Request-ID"},
+		AllowedOrigins: origins,
+		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete},
+		// Every request header the API reads: read-your-writes, request and
+		// correlation ids, and the trace context a page continues.
+		AllowedHeaders: []string{"Authorization", "Content-Type", "Accept", "Idempotency-Key", "X-Request-ID", "X-Correlation-ID",
+			"X-Min-Position", "traceparent", "tracestate"},
 		ExposedHeaders:   corsExposed,
 		AllowCredentials: false,
 		MaxAge:           600, // seconds a browser may keep a preflight's answer

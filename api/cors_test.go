@@ -57,6 +57,16 @@ func TestCORS(t *testing.T) {
 		res.Header.Get("Access-Control-Max-Age") != "600" || res.Header.Get("Access-Control-Allow-Credentials") != "" {
 		t.Errorf("preflight of an allowed origin: %d %v", res.StatusCode, res.Header)
 	}
+	// Every request header the API reads, as a page sends it on a read:
+	// without the grant the browser never sends the request.
+	for _, h := range []string{"x-min-position", "x-request-id", "x-correlation-id", "traceparent", "tracestate"} {
+		res := preflight(t, e, "/agents", appOrigin, "GET", "authorization,"+h)
+		if res.Header.Get("Access-Control-Allow-Origin") != appOrigin ||
+			!strings.Contains(strings.ToLower(res.Header.Get("Access-Control-Allow-Headers")), h) {
+			t.Errorf("preflight of GET /agents with %s: %d, Access-Control-Allow-Origin %q, Access-Control-Allow-Headers %q",
+				h, res.StatusCode, res.Header.Get("Access-Control-Allow-Origin"), res.Header.Get("Access-Control-Allow-Headers"))
+		}
+	}
 	if res := preflight(t, e, "/agents", "https://evil.example.com", "POST", "authorization"); res.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("preflight of another origin granted: %v", res.Header)
 	}
@@ -64,7 +74,7 @@ func TestCORS(t *testing.T) {
 	got := e.do(t, "POST", "/agents", map[string]any{"name": "Tutor", "system_prompt": "p"}, u.Access, "Origin", appOrigin)
 	wantStatus(t, got, http.StatusCreated)
 	exposed := got.Header.Get("Access-Control-Expose-Headers")
-	for _, h := range []string{"X-Event-Position", "X-Projection-Pending", "X-Request-ID", "Retry-After", "Location"} {
+	for _, h := range []string{"X-Event-Position", "X-Projection-Pending", "X-Request-ID", "Retry-After", "Location", "Idempotent-Replayed"} {
 		if !strings.Contains(strings.ToLower(exposed), strings.ToLower(h)) { // header names are case-insensitive
 			t.Errorf("Access-Control-Expose-Headers %q lacks %s", exposed, h)
 		}

@@ -110,6 +110,8 @@ func responseHeaders() schema {
 		"Retry-After": schema{"description": "Seconds to wait before trying again", "schema": schema{"type": "integer", "minimum": 1}},
 		"Location": schema{"description": "The path (relative to the server) of the GET that reads the created resource",
 			"schema": schema{"type": "string", "format": "uri-reference"}},
+		"Idempotent-Replayed": schema{"description": "\"true\" when the answer is the stored first answer to a request with the same Idempotency-Key (nothing was written again)",
+			"schema": schema{"type": "string", "enum": []string{"true"}}},
 	}
 }
 
@@ -162,11 +164,14 @@ func (s *Server) openAPI() ([]byte, error) {
 		}
 		responses := schema{}
 		successHeaders := schema{"X-Request-ID": headerRef("X-Request-ID")}
-		if op.auth {
+		if op.auth || op.positioned {
 			successHeaders["X-Projection-Pending"] = headerRef("X-Projection-Pending")
 		}
-		if op.auth && write {
+		if op.auth && write || op.positioned {
 			successHeaders["X-Event-Position"] = headerRef("X-Event-Position")
+		}
+		if op.idempotent {
+			successHeaders["Idempotent-Replayed"] = headerRef("Idempotent-Replayed")
 		}
 		if op.location != nil {
 			successHeaders["Location"] = headerRef("Location")

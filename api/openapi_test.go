@@ -210,7 +210,11 @@ type headerDoc struct {
 	Paths map[string]map[string]struct {
 		OperationID string `json:"operationId"`
 		Security    []any  `json:"security"`
-		Responses   map[string]struct {
+		Parameters  []struct {
+			Name string `json:"name"`
+			In   string `json:"in"`
+		} `json:"parameters"`
+		Responses map[string]struct {
 			Headers map[string]struct {
 				Ref string `json:"$ref"`
 			} `json:"headers"`
@@ -241,7 +245,7 @@ func TestOpenAPIDeclaresHeaders(t *testing.T) {
 	if err := json.Unmarshal(e.doc.raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"X-Request-ID", "X-Event-Position", "X-Projection-Pending", "Retry-After", "Location"} {
+	for _, name := range []string{"X-Request-ID", "X-Event-Position", "X-Projection-Pending", "Retry-After", "Location", "Idempotent-Replayed"} {
 		h, ok := doc.Components.Headers[name]
 		if !ok || h.Description == "" || h.Schema["type"] == nil {
 			t.Errorf("components.headers.%s: %+v, want a description and a schema", name, h)
@@ -250,6 +254,19 @@ func TestOpenAPIDeclaresHeaders(t *testing.T) {
 
 	var located []string
 	var authWrites, retries int
+	idempotent := map[string]bool{}
+	for _, item := range doc.Paths {
+		for _, op := range item {
+			for _, p := range op.Parameters {
+				if p.In == "header" && p.Name == "Idempotency-Key" {
+					idempotent[op.OperationID] = true
+				}
+			}
+		}
+	}
+	if len(idempotent) == 0 {
+		t.Error("no operation takes an Idempotency-Key: the check of Idempotent-Replayed sees nothing")
+	}
 	for path, item := range doc.Paths {
 		for method, op := range item {
 			name := strings.ToUpper(method) + " " + path
@@ -267,11 +284,16 @@ func TestOpenAPIDeclaresHeaders(t *testing.T) {
 					}
 					return ok
 				}
+				// Sign-up is the one public write that answers with its
+				// position (TestSignUpDeclaresItsPosition sees it sent).
+				positioned := auth || op.OperationID == "sign_up"
 				want := map[string]bool{
 					"X-Request-ID":         true,
-					"X-Projection-Pending": auth && code < 300,
-					"X-Event-Position":     auth && code < 300 && method != "get",
+					"X-Projection-Pending": positioned && code < 300,
+					"X-Event-Position":     positioned && code < 300 && method != "get",
 					"Retry-After":          code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable,
+					// The stored first answer a retry with the key gets says so.
+					"Idempotent-Replayed": code < 300 && idempotent[op.OperationID],
 				}
 				for header, w := range want {
 					if w && !declares(header) {
@@ -302,5 +324,75 @@ func TestOpenAPIDeclaresHeaders(t *testing.T) {
 	slices.Sort(located)
 	if diff := cmp.Diff(locatedOperations, located); diff != "" {
 		t.Errorf("operations declaring Location (-want +got):\n%s", diff)
+	}
+}
+
+// declaredHeaders are the header names the served document declares for one
+// operation's response of status.
+func declaredHeaders(t *testing.T, e *env, path, method string, status int) map[string]bool {
+	t.Helper()
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Responses map[string]struct {
+				Headers map[string]json.RawMessage `json:"headers"`
+			} `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(e.doc.raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	op, ok := doc.Paths[path][strings.ToLower(method)]
+	if !ok {
+		t.Fatalf("%s %s is not in the document", method, path)
+	}
+	r, ok := op.Responses[strconv.Itoa(status)]
+	if !ok {
+		t.Fatalf("%s %s: status %d is not in the document", method, path, status)
+	}
+	out := map[string]bool{}
+	for name := range r.Headers {
+		out[strings.ToLower(name)] = true
+	}
+	return out
+}
+
+// A generated client sees only the headers the document declares. Sign-up is
+// a public write that answers with X-Event-Position (the position a client
+// sends as X-Min-Position to read its new account elsewhere): the document
+// declares it there too.
+func TestSignUpDeclaresItsPosition(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	email := uniqueEmail()
+	verified := e.verifiedToken(t, email)
+	res := e.do(t, "POST", "/user/signup", map[string]string{
+		"email": email, "password": "correct horse battery", "name": "Ada", "email_verified_token": verified,
+	}, "")
+	wantStatus(t, res, http.StatusCreated)
+	declared := declaredHeaders(t, e, "/user/signup", "POST", http.StatusCreated)
+	for _, h := range []string{"X-Event-Position", "X-Projection-Pending", "Location", "Retry-After"} {
+		if res.Header.Get(h) != "" && !declared[strings.ToLower(h)] {
+			t.Errorf("POST /user/signup 201 sends %s: %q, which the OpenAPI document does not declare (declared: %v)",
+				h, res.Header.Get(h), declared)
+		}
+	}
+}
+
+// A replayed Idempotency-Key answer says so in Idempotent-Replayed (CORS
+// exposes it to pages), which the document declares.
+func TestIdempotentReplayIsDeclared(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	body := map[string]any{"name": "Tutor", "system_prompt": "p"}
+	first := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", "declared-replay-1")
+	wantStatus(t, first, http.StatusCreated)
+	again := e.do(t, "POST", "/agents", body, u.Access, "Idempotency-Key", "declared-replay-1")
+	wantStatus(t, again, http.StatusCreated)
+	if again.Header.Get("Idempotent-Replayed") == "" {
+		t.Fatalf("%s: no Idempotent-Replayed header on the replay", again)
+	}
+	if declared := declaredHeaders(t, e, "/agents", "POST", http.StatusCreated); !declared["idempotent-replayed"] {
+		t.Errorf("POST /agents 201 sends Idempotent-Replayed on a replay, which the OpenAPI document does not declare (declared: %v)", declared)
 	}
 }

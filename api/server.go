@@ -203,6 +203,9 @@ type operation struct {
 	response   string // component schema of the success body; "" for none
 	errors     []int  // documented error statuses besides 422
 	idempotent bool   // honours Idempotency-Key
+	// positioned: a public write that answers with its events' position
+	// (X-Event-Position), as every authenticated write does.
+	positioned bool
 	handle     func(w http.ResponseWriter, r *http.Request, in input) error
 
 	// location, on a 201, names the GET that reads what it created
