@@ -198,15 +198,32 @@ func (p *sqlPublisher) prepare(ctx context.Context, pool *pgxpool.Pool) error {
 	})
 }
 
+// trimBatch bounds one DELETE of trim, as the janitor bounds its own: the
+// first trim after a large history was published would otherwise delete
+// it in one long transaction, and every projection waits for the log's
+// visibility horizon, which such a transaction holds back.
+var trimBatch = 10_000
+
 // trim deletes the messages the topic's table holds from before the
-// cutoff. A stock subscriber reads past its offset, so one that is further
-// behind than the retention misses what was deleted, as with a broker's
-// retention.
+// cutoff, trimBatch at a time. A stock subscriber reads past its offset, so
+// one that is further behind than the retention misses what was deleted,
+// as with a broker's retention.
 func (p *sqlPublisher) trim(ctx context.Context, pool *pgxpool.Pool, before time.Duration) (int64, error) {
 	table := wsql.DefaultPostgreSQLSchema{}.MessagesTable(p.topic)
 	// created_at is the stock schema's TIMESTAMP (the session's local time).
-	tag, err := pool.Exec(ctx, `DELETE FROM `+table+` WHERE created_at < LOCALTIMESTAMP - make_interval(secs => $1)`, before.Seconds())
-	return tag.RowsAffected(), err
+	sql := fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s
+		WHERE created_at < LOCALTIMESTAMP - make_interval(secs => $1) LIMIT %[2]d)`, table, trimBatch)
+	var deleted int64
+	for {
+		tag, err := pool.Exec(ctx, sql, before.Seconds())
+		if err != nil {
+			return deleted, err
+		}
+		deleted += tag.RowsAffected()
+		if tag.RowsAffected() < int64(trimBatch) {
+			return deleted, nil
+		}
+	}
 }
 
 func (p *sqlPublisher) close() error { return nil }

@@ -422,9 +422,11 @@ func TestOnEventStoreDB(t *testing.T) {
 	}
 }
 
-// Messages older than the retention are deleted from the PostgreSQL topic;
+// Messages older than the retention are deleted from the PostgreSQL topic,
+// a batch a statement (here two: the three old ones take two statements);
 // the rest stay, in order, for consumers old and new.
 func TestRetentionTrimsThePostgreSQLTopic(t *testing.T) {
+	defer downstream.SetTrimBatch(2)()
 	pool := pgtest.Fresh(t)
 	ctx := context.Background()
 	h := start(t, pool, service.Config{BrokerRetention: time.Hour})
