@@ -308,6 +308,10 @@ func correlationID(r *http.Request) string {
 	return requestID(r.Context())
 }
 
+// LongestWrite is the longest an accepted write may run: a practice turn's
+// bound. A shutdown that waits as long lets every accepted write end.
+func (s *Server) LongestWrite() time.Duration { return s.writeBound("run_practice_session") }
+
 // DefaultWriteWait is Deps.WriteWait's default: what a write does, a
 // practice turn's reads, append and wait for its read models besides its
 // models' calls.

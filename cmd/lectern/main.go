@@ -425,8 +425,13 @@ func serveCmd() *cobra.Command {
 				return err
 			case <-ctx.Done():
 			}
-			log.Info("shutting down: finishing in-flight requests")
-			shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// Accepted writes run to their end (or their bound): a shutdown
+			// that cut a practice turn short would leave its models paid
+			// for and its answer lost. An orchestrator's grace period
+			// (Kubernetes' terminationGracePeriodSeconds) must be as long.
+			grace := svc.Handler.LongestWrite()
+			log.Info("shutting down: finishing in-flight requests", "grace", grace.String())
+			shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
 			defer cancel()
 			if err := srv.Shutdown(shutdownCtx); err != nil {
 				log.Error("shutdown", "error", err)
