@@ -54,7 +54,8 @@ func TestCORS(t *testing.T) {
 	if res.StatusCode != http.StatusOK || res.Header.Get("Access-Control-Allow-Origin") != appOrigin ||
 		!strings.Contains(res.Header.Get("Access-Control-Allow-Methods"), "POST") ||
 		!strings.Contains(strings.ToLower(res.Header.Get("Access-Control-Allow-Headers")), "authorization") ||
-		res.Header.Get("Access-Control-Max-Age") != "600" || res.Header.Get("Access-Control-Allow-Credentials") != "" {
+		res.Header.Get("Access-Control-Max-Age") != "600" || res.Header.Get("Access-Control-Allow-Credentials") != "" ||
+		res.Header.Get("X-Request-ID") == "" {
 		t.Errorf("preflight of an allowed origin: %d %v", res.StatusCode, res.Header)
 	}
 	// Every request header the API reads, as a page sends it on a read:

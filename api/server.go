@@ -123,10 +123,12 @@ func New(deps Deps) (*Server, error) {
 	if deps.Metrics != nil {
 		r.Use(deps.Metrics.Middleware)
 	}
+	// The request id before CORS: a preflight, which CORS answers itself,
+	// has one too.
+	r.Use(withRequestID)
 	if len(deps.CORSOrigins) > 0 {
 		r.Use(corsMiddleware(deps.CORSOrigins))
 	}
-	r.Use(withRequestID)
 	if deps.Tracing != nil {
 		// Inside withRequestID, whose id the span records; outside
 		// accessLog, which turns a panic into the 500 the span records.
