@@ -491,8 +491,7 @@ func turnEvent(s Session, number int, t TurnOutcome) (events.SessionTurnRecorded
 			}
 			id, fresh = fresh[0], fresh[1:]
 		}
-		// A text column cannot hold U+0000, which a provider may send.
-		text := strings.ReplaceAll(a.Text, "\x00", "\uFFFD")
+		text := AnswerText(a.Text)
 		if a.Error != nil {
 			text = ""
 		}
@@ -696,3 +695,9 @@ func canonicalObject(m map[string]any) (json.RawMessage, error) {
 	}
 	return raw, nil
 }
+
+// AnswerText is a model's text as a turn records it: U+0000, which a
+// provider may send and a text column cannot hold, becomes U+FFFD. What a
+// streamed turn shows as it comes goes through it too, so that the stream
+// and the recorded turn say the same.
+func AnswerText(s string) string { return strings.ReplaceAll(s, "\x00", "\uFFFD") }

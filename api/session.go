@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"lectern/aggregates"
 	"lectern/api/validation"
@@ -408,6 +409,7 @@ func (s *Server) runSession(w http.ResponseWriter, r *http.Request, in input) er
 			return s.deps.Commands.Sessions.Run(ctx, c)
 		})
 	}
+	s.answerTurnLate(w, "run_practice_session")
 	state, res, err := s.deps.Commands.Sessions.Run(r.Context(), c)
 	if err != nil {
 		return s.turnFailure(w, r, err)
@@ -428,6 +430,7 @@ func (s *Server) chatSession(w http.ResponseWriter, r *http.Request, in input) e
 			return s.deps.Commands.Sessions.Continue(ctx, c)
 		})
 	}
+	s.answerTurnLate(w, "continue_practice_session")
 	state, res, err := s.deps.Commands.Sessions.Continue(r.Context(), c)
 	if err != nil {
 		return s.turnFailure(w, r, err)
@@ -435,6 +438,14 @@ func (s *Server) chatSession(w http.ResponseWriter, r *http.Request, in input) e
 	s.settle(w, r, res, sessionReadModels...)
 	writeJSON(w, http.StatusOK, turnFromState(state))
 	return nil
+}
+
+// answerTurnLate lets a turn answered whole (not streamed) answer as late
+// as its bound allows: the connection's write deadline, set as the request
+// was read (the server's WriteTimeout), may come first, and the client would
+// get nothing for a turn recorded. (A streamed turn moves it at each event.)
+func (s *Server) answerTurnLate(w http.ResponseWriter, opID string) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.writeBound(opID) + streamWriteWait))
 }
 
 func (s *Server) updateSessionSettings(w http.ResponseWriter, r *http.Request, in input) error {

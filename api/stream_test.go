@@ -613,3 +613,104 @@ func (l *logLines) contains(s string) bool {
 	defer l.mu.Unlock()
 	return slices.ContainsFunc(l.lines, func(line string) bool { return strings.Contains(line, s) })
 }
+
+// The default catalogue's echo model (stream_delay 30ms, timeout 5s) streams
+// a long prompt whole: its pauses take at most half its timeout (200 words at
+// 30 ms would take 6 s, and failed as a timeout). The practice page always
+// streams.
+func TestStreamedEchoOfALongPrompt(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t) // the default model catalogue (models.yaml)
+	c := e.newClassroom(t, nil)
+	words := make([]string, 200)
+	for i := range words {
+		words[i] = "word"
+	}
+	prompt := strings.Join(words, " ") // 999 characters
+	body := map[string]any{"prompt_text": prompt, "model_names": []string{"echo"}}
+
+	res := e.do(t, "POST", runPath(c.class), body, c.student.Access)
+	wantStatus(t, res, http.StatusCreated) // as JSON: answered
+
+	s := e.stream(t, runPath(c.class), body, c.student.Access, nil)
+	if n := len(s.Events); n == 0 || s.Events[n-1].Name != "turn" {
+		t.Fatalf("the streamed turn of the same prompt did not end with its turn: %d events, the last ones %v", n, s.Events[max(0, n-2):])
+	}
+	turn := wantTurnStream(t, s, http.StatusCreated)
+	if turn.Results[0].ResponseText != prompt {
+		t.Errorf("echo answered %q", turn.Results[0].ResponseText)
+	}
+}
+
+// A provider's U+0000 is replaced by U+FFFD in the recorded turn (a text
+// column cannot hold it), and in the stream's delta and done events as well:
+// what the client is shown is what the turn event and GET say.
+func TestStreamedTurnShowsWhatItRecords(t *testing.T) {
+	t.Parallel()
+	streamer := newStreamingProvider(t, []string{"nul", "\x00", " here."}, 0, time.Millisecond)
+	m := streamer.model(1, "streamer")
+	m.Default = true
+	e := newStreamEnv(t, streamEnvConfig{models: []llm.Model{m}})
+	c := e.newClassroom(t, nil)
+
+	s := e.stream(t, runPath(c.class), map[string]any{"prompt_text": "hi"}, c.student.Access, nil)
+	if s.Status != http.StatusCreated || len(s.Events) == 0 || s.Events[len(s.Events)-1].Name != "turn" {
+		t.Fatalf("status %d, events %q", s.Status, s.names())
+	}
+	var turn turnBody
+	if err := json.Unmarshal(s.Events[len(s.Events)-1].Data, &turn); err != nil {
+		t.Fatal(err)
+	}
+	recorded := turn.Results[0].ResponseText
+	streamedText := ""
+	for _, d := range of[deltaData](t, s, "delta") {
+		streamedText += d.Text
+	}
+	done := of[doneData](t, s, "done")
+	if streamedText != recorded {
+		t.Errorf("the deltas make %q, the turn (and the session) records %q", streamedText, recorded)
+	}
+	if len(done) != 1 || done[0].ResponseText != recorded {
+		t.Errorf("the done events say %q, the turn records %q", of[struct {
+			ResponseText string `json:"response_text"`
+		}](t, s, "done"), recorded)
+	}
+}
+
+// A practice turn answered as JSON (no Accept: text/event-stream) that takes
+// longer than the HTTP server's WriteTimeout still gets its answer: its
+// write deadline moves past its bound, as a streamed turn's does at each
+// event. (It lost its answer, the turn recorded: cmd/lectern serves with a
+// WriteTimeout of 120 s, and a turn may run a minute plus its models'
+// longest call.)
+func TestTurnOutlastingTheWriteTimeoutAnswers(t *testing.T) {
+	t.Parallel()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(600 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c1","object":"chat.completion","created":1700000000,"model":"m",`+
+			`"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant","content":"slow answer","refusal":null}}],`+
+			`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)
+	}))
+	t.Cleanup(slow.Close)
+	e := newStreamEnv(t, streamEnvConfig{writeTimeout: 300 * time.Millisecond, models: []llm.Model{{ID: 1, Name: "slow",
+		Provider: llm.ProviderOpenAI, BaseURL: slow.URL + "/v1", ProviderModel: "m", Timeout: 5 * time.Second, Default: true}}})
+	c := sharedEnv(t).newClassroom(t, nil) // set up where requests have no write timeout
+
+	req, err := http.NewRequest(http.MethodPost, e.srv.URL+runPath(c.class), strings.NewReader(`{"prompt_text":"take your time"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.student.Access)
+	resp, err := e.httpClient().Do(req)
+	if err != nil {
+		list := sharedEnv(t).do(t, "GET", sessionsPath, nil, c.student.Access)
+		t.Fatalf("the client got no answer (%v), yet the turn was recorded: %d session(s)", err, num(t, list, "total"))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Errorf("status %d, want 201", resp.StatusCode)
+	}
+}

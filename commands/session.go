@@ -416,7 +416,7 @@ func (s *Sessions) callModels(ctx context.Context, refs []aggregates.ModelRef, p
 		results = s.gateway.CompleteAll(ctx, models, req)
 	} else {
 		results = s.gateway.StreamAll(ctx, models, req,
-			func(i int, text string) { gate.delta(refs[i].Name, text) },
+			func(i int, text string) { gate.delta(refs[i].Name, aggregates.AnswerText(text)) },
 			func(i int, r llm.Result) { gate.ended(answerOf(refs[i], r), i == primary) })
 	}
 	answers := make([]aggregates.ModelAnswer, len(results))
@@ -429,7 +429,7 @@ func (s *Sessions) callModels(ctx context.Context, refs []aggregates.ModelRef, p
 
 // answerOf is a model's result as the turn records it.
 func answerOf(ref aggregates.ModelRef, r llm.Result) aggregates.ModelAnswer {
-	a := aggregates.ModelAnswer{Model: ref, Text: r.Text, Latency: r.Latency, Attempts: r.Attempts,
+	a := aggregates.ModelAnswer{Model: ref, Text: aggregates.AnswerText(r.Text), Latency: r.Latency, Attempts: r.Attempts,
 		Usage: events.TokenUsage{PromptTokens: r.Usage.PromptTokens, CompletionTokens: r.Usage.CompletionTokens, TotalTokens: r.Usage.TotalTokens}}
 	if r.Err != nil {
 		a.Error = &events.ModelError{Kind: r.Err.Kind, Message: r.Err.Message}

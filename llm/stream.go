@@ -94,16 +94,23 @@ func attemptTimeout(m Model) time.Duration {
 }
 
 // streamEcho answers as echo does, a word at a time: each piece is a word
-// with the spaces before it, the first without a pause.
+// with the spaces before it, the first without a pause. The pauses are
+// pacing, not work: together they take at most half the model's timeout,
+// so a long prompt streams faster rather than time out.
 func (g *Gateway) streamEcho(ctx context.Context, m Model, req Request, res *Result, onDelta func(string)) {
 	var answer Result
 	g.echo(m, req, &answer)
 	res.Attempts = 1
 	actx, cancel := context.WithTimeout(ctx, attemptTimeout(m))
 	defer cancel()
-	for i, word := range words(answer.Text) {
-		if i > 0 && m.StreamDelay > 0 {
-			if err := g.clock.Sleep(actx, m.StreamDelay); err != nil {
+	pieces := words(answer.Text)
+	pause := m.StreamDelay
+	if n := len(pieces) - 1; n > 0 && pause*time.Duration(n) > attemptTimeout(m)/2 {
+		pause = attemptTimeout(m) / 2 / time.Duration(n)
+	}
+	for i, word := range pieces {
+		if i > 0 && pause > 0 {
+			if err := g.clock.Sleep(actx, pause); err != nil {
 				res.Err = contextError(ctx, m)
 				if ctx.Err() == nil {
 					res.Err = &Error{Kind: KindTimeout, Message: fmt.Sprintf("%s did not answer within %s", m.Name, attemptTimeout(m)), cause: err}

@@ -82,6 +82,33 @@ func TestStreamEcho(t *testing.T) {
 	}
 }
 
+// A long answer streams faster rather than time out: the pauses take at
+// most half the model's timeout together (200 words, 30 ms apart, under a
+// 5 s timeout: 6 s of pauses would outlast it).
+func TestStreamEchoPacingFitsTheTimeout(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{}
+	g := New(nil, WithClock(clock))
+	m, _ := g.Catalogue().ByName("echo")
+	m.StreamDelay, m.Timeout = 30*time.Millisecond, 5*time.Second
+	prompt := strings.TrimSpace(strings.Repeat("word ", 201))
+	var d deltas
+	got := g.Stream(t.Context(), m, Request{Messages: []Message{{Role: RoleUser, Content: prompt}}}, d.add)
+	if got.Err != nil || got.Text != prompt || len(d.got()) != 201 {
+		t.Fatalf("result %+v after %d pieces, want the whole echo", got.Err, len(d.got()))
+	}
+	var total time.Duration
+	for _, p := range clock.slept() {
+		total += p
+		if p != 2500*time.Millisecond/200 {
+			t.Fatalf("a pause of %s, want 12.5ms (2.5 s over 200 pauses)", p)
+		}
+	}
+	if total > m.Timeout/2 {
+		t.Errorf("pauses of %s in all, want at most half the timeout", total)
+	}
+}
+
 // A caller that gives up ends an echo stream between two words.
 func TestStreamEchoCancelled(t *testing.T) {
 	t.Parallel()
