@@ -145,7 +145,7 @@ func (g *Gateway) failure(ctx, actx context.Context, m Model, timeout time.Durat
 		status := raw.StatusCode
 		msg := fmt.Sprintf("%s answered %d %s", m.Name, status, http.StatusText(status))
 		var apiErr *openai.Error
-		if errors.As(err, &apiErr) && apiErr.Message != "" {
+		if errors.As(err, &apiErr) && apiErr.Message != "" && aboutTheRequest(status) {
 			msg += ": " + apiErr.Message
 		}
 		out.err = &Error{Kind: KindUpstream, Message: msg, Status: status, cause: err}
@@ -161,6 +161,16 @@ func (g *Gateway) failure(ctx, actx context.Context, m Model, timeout time.Durat
 		out.retryable = true
 	}
 	return out
+}
+
+// aboutTheRequest reports whether a provider's refusal of status is about
+// the request itself (its prompt too long, flagged, a parameter out of
+// range), whose message the student who wrote it is shown. Other refusals
+// are about the school's account (a key refused, OpenAI's 401 quoting part
+// of it; a quota, a model not found) or the provider's own fault: their
+// messages are not the student's to read, the status says enough.
+func aboutTheRequest(status int) bool {
+	return status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity
 }
 
 // maxRetryAfter clamps absurd Retry-After values before they overflow a Duration.

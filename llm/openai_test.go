@@ -126,6 +126,7 @@ func TestOpenAIFailuresAndRetries(t *testing.T) {
 		wantKind     string // "" for success
 		wantStatus   int
 		wantMessage  string // a part of Err.Message
+		hidden       string // a part of the provider's message Err.Message must not show
 		wantRequests int
 		wantSleeps   func(t *testing.T, sleeps []time.Duration)
 	}{
@@ -162,7 +163,8 @@ func TestOpenAIFailuresAndRetries(t *testing.T) {
 			retries:      2,
 			wantKind:     KindRateLimited,
 			wantStatus:   429,
-			wantMessage:  "quota",
+			wantMessage:  "fake answered 429 Too Many Requests",
+			hidden:       "quota", // the school's account, not the student's business
 			wantRequests: 1,
 			wantSleeps:   sleepsEqual(),
 		},
@@ -173,6 +175,17 @@ func TestOpenAIFailuresAndRetries(t *testing.T) {
 			wantKind:     KindUpstream,
 			wantStatus:   400,
 			wantMessage:  "400 Bad Request: bad temperature",
+			wantRequests: 1,
+			wantSleeps:   sleepsEqual(),
+		},
+		{
+			name:         "a 401 quoting the key shows none of it",
+			replies:      []reply{{status: 401, body: errorJSON("Incorrect API key provided: sk-proj-ab*****yz.")}, ok},
+			retries:      2,
+			wantKind:     KindUpstream,
+			wantStatus:   401,
+			wantMessage:  "fake answered 401 Unauthorized",
+			hidden:       "sk-proj",
 			wantRequests: 1,
 			wantSleeps:   sleepsEqual(),
 		},
@@ -233,6 +246,9 @@ func TestOpenAIFailuresAndRetries(t *testing.T) {
 				}
 				if got.Err.Kind != tt.wantKind || got.Err.Status != tt.wantStatus || !strings.Contains(got.Err.Message, tt.wantMessage) {
 					t.Errorf("Err = %+v, want kind %s, status %d, message with %q", got.Err, tt.wantKind, tt.wantStatus, tt.wantMessage)
+				}
+				if tt.hidden != "" && strings.Contains(got.Err.Message, tt.hidden) {
+					t.Errorf("Err.Message %q shows the provider's %q", got.Err.Message, tt.hidden)
 				}
 				if got.Text != "" {
 					t.Errorf("Text = %q with an error", got.Text)
