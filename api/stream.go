@@ -8,8 +8,10 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"mime"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,6 +205,17 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, status int, 
 	)
 	go func() {
 		defer relay.close()
+		// A panic here is no handler's to recover: it would end the
+		// process. It is the turn's 500 instead, logged as accessLog logs
+		// a handler's.
+		defer func() {
+			if p := recover(); p != nil {
+				if s.deps.Logger != nil {
+					s.deps.Logger.Error("panic", "panic", p, "stack", string(debug.Stack()), "request_id", requestID(ctx))
+				}
+				err = errTurnPanicked
+			}
+		}()
 		state, res, err = run(ctx, relay)
 	}()
 
@@ -239,6 +252,10 @@ func (s *Server) streamTurn(w http.ResponseWriter, r *http.Request, status int, 
 	out.finish()
 	return nil
 }
+
+// errTurnPanicked is the error of a streamed turn whose run panicked: a
+// 500, the panic logged.
+var errTurnPanicked = errors.New("the practice turn panicked (see the log's panic line)")
 
 func (s *Server) heartbeat() time.Duration {
 	if s.deps.StreamHeartbeat > 0 {

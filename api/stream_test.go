@@ -560,9 +560,10 @@ func (p *streamingProvider) model(id int64, name string) llm.Model {
 }
 
 type streamEnvConfig struct {
-	models       []llm.Model   // nil: the default catalogue
-	heartbeat    time.Duration // 0: the default
-	writeTimeout time.Duration // the HTTP server's WriteTimeout; 0: none
+	models       []llm.Model       // nil: the default catalogue
+	heartbeat    time.Duration     // 0: the default
+	writeTimeout time.Duration     // the HTTP server's WriteTimeout; 0: none
+	transport    http.RoundTripper // the model gateway's; nil: the default
 }
 
 // newStreamEnv starts an HTTP tier (the shared service projects) for
@@ -583,7 +584,7 @@ func newStreamEnv(t *testing.T, cfg streamEnvConfig) *env {
 		Pool: e.pool, JWTKey: e.key, DataKey: dataKey, Mail: e.mail, AddressLimit: 100000,
 		Logger:          slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Models:          cat,
-		ModelOptions:    []llm.Option{llm.WithHTTPClient(&http.Client{})},
+		ModelOptions:    []llm.Option{llm.WithHTTPClient(&http.Client{Transport: cfg.transport})},
 		EventStoreURL:   eventStoreURL(t),
 		ConsistencyWait: pgtest.ConsistencyWait,
 		StreamHeartbeat: cfg.heartbeat,
@@ -712,5 +713,60 @@ func TestTurnOutlastingTheWriteTimeoutAnswers(t *testing.T) {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
 		t.Errorf("status %d, want 201", resp.StatusCode)
+	}
+}
+
+// panickingTransport panics on every request: a bug in a model call.
+type panickingTransport struct{}
+
+func (panickingTransport) RoundTrip(*http.Request) (*http.Response, error) {
+	panic("a bug in a model call")
+}
+
+// A panic in a model's call (which runs in a goroutine of its own, as does
+// a streamed turn) is the turn's 500, logged, not the end of the process:
+// the next turn is served. (Sent raw: the harness counts any 500 a defect.)
+func TestAPanicInAModelCallIsA500(t *testing.T) {
+	t.Parallel()
+	e := newStreamEnv(t, streamEnvConfig{transport: panickingTransport{}, models: []llm.Model{
+		{ID: 1, Name: "buggy", Provider: llm.ProviderOpenAI, BaseURL: "http://127.0.0.1:1/v1", ProviderModel: "m", Timeout: 5 * time.Second, Default: true},
+		{ID: 2, Name: "echo", Provider: llm.ProviderEcho, Timeout: 5 * time.Second}}})
+	c := e.newClassroom(t, nil)
+	turn := func(accept string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, e.srv.URL+runPath(c.class), strings.NewReader(`{"prompt_text":"hi","model_names":["buggy"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+c.student.Access)
+		req.Header.Set("Accept", accept)
+		resp, err := e.httpClient().Do(req)
+		if err != nil {
+			t.Fatalf("the turn (Accept %s): %v", accept, err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(body)
+	}
+	const internal = `{"detail":"Internal Server Error"}`
+	if status, body := turn("application/json"); status != http.StatusInternalServerError || body != internal {
+		t.Errorf("the turn as JSON: %d %s, want a 500", status, body)
+	}
+	// A 500, or, once the stream has begun (its session event), a 500's
+	// error event to end it.
+	if status, body := turn(eventStream); status != http.StatusInternalServerError &&
+		!strings.HasSuffix(strings.TrimSpace(body), "event: error\ndata: "+internal) {
+		t.Errorf("the streamed turn: %d %s, want a 500", status, body)
+	}
+	if !e.logs.contains("a bug in a model call") {
+		t.Error("the panic is not in the log")
+	}
+	_, next := e.startSession(t, c.student.Access, c.class, map[string]any{"prompt_text": "still here", "model_names": []string{"echo"}})
+	if next.Results[0].ResponseText != "still here" {
+		t.Errorf("the next turn: %+v", next)
 	}
 }

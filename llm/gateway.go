@@ -18,8 +18,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -228,13 +230,40 @@ func (g *Gateway) Complete(ctx context.Context, model Model, req Request) Result
 // outside any database transaction, and record the results afterwards.
 func (g *Gateway) CompleteAll(ctx context.Context, models []Model, req Request) []Result {
 	results := make([]Result, len(models))
-	var wg sync.WaitGroup
-	for i, m := range models {
-		wg.Go(func() { results[i] = g.Complete(ctx, m, req) })
-	}
-	wg.Wait()
+	parallel(len(models), func(i int) { results[i] = g.Complete(ctx, models[i], req) })
 	return results
 }
+
+// parallel runs f(0) to f(n-1) side by side and waits for them. A panic in
+// one is raised again in the caller once all have ended, as a *Panic with
+// its own stack: there the caller's recover (an HTTP handler's) sees it,
+// where a goroutine's panic would end the process.
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	var first atomic.Pointer[Panic]
+	for i := range n {
+		wg.Go(func() {
+			defer func() {
+				if p := recover(); p != nil {
+					first.CompareAndSwap(nil, &Panic{Value: p, Stack: debug.Stack()})
+				}
+			}()
+			f(i)
+		})
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		panic(p)
+	}
+}
+
+// Panic is a panic of a model's call, raised again in its caller.
+type Panic struct {
+	Value any
+	Stack []byte // where it panicked
+}
+
+func (p *Panic) Error() string { return fmt.Sprintf("a model call panicked: %v\n%s", p.Value, p.Stack) }
 
 func (r Request) check() *Error {
 	if len(r.Messages) == 0 {

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
@@ -59,14 +58,10 @@ func (g *Gateway) Stream(ctx context.Context, model Model, req Request, onDelta 
 // called from the models' goroutines, concurrently for different models.
 func (g *Gateway) StreamAll(ctx context.Context, models []Model, req Request, onDelta func(i int, text string), onDone func(i int, r Result)) []Result {
 	results := make([]Result, len(models))
-	var wg sync.WaitGroup
-	for i, m := range models {
-		wg.Go(func() {
-			results[i] = g.Stream(ctx, m, req, func(text string) { onDelta(i, text) })
-			onDone(i, results[i])
-		})
-	}
-	wg.Wait()
+	parallel(len(models), func(i int) {
+		results[i] = g.Stream(ctx, models[i], req, func(text string) { onDelta(i, text) })
+		onDone(i, results[i])
+	})
 	return results
 }
 
