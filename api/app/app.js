@@ -359,6 +359,11 @@ async function send() {
   $("prompt").value = "";
   setStatus("Asking " + models.join(", ") + "…");
   const turn = renderTurn(prompt, models);
+  // The session the stream names becomes the page's only once the turn may
+  // be recorded (a failed turn records nothing, not even a new session), and
+  // only while the turn is on the page (New, or another session opened, has
+  // not replaced it).
+  let session = null;
   let recorded = false;
   let failure = "";
   try {
@@ -370,7 +375,7 @@ async function send() {
     await readEvents(res.body, (name, data) => {
       switch (name) {
         case "session":
-          state.session = data.session_id;
+          session = data.session_id;
           break;
         case "delta":
           turn.delta(data.model_name, data.text);
@@ -384,16 +389,21 @@ async function send() {
           break;
         case "turn":
           for (const r of data.results) turn.finish(r);
-          state.session = data.session_id;
+          session = data.session_id;
           recorded = true;
           break;
       }
     });
     if (!recorded) throw new Error(failure || "The answer was cut short; the turn may still be recorded: reopen the session.");
     turn.el.dataset.recorded = "true";
-    setStatus("");
+    if (turn.el.isConnected) {
+      state.session = session;
+      setStatus("");
+    }
     await loadSessions();
   } catch (err) {
+    if (!turn.el.isConnected) return; // the page has moved on
+    if (session && !failure) state.session = session; // cut short: it may yet be recorded
     turn.abort(err.message);
     turn.el.dataset.recorded = "false";
     if (!state.session) {
