@@ -396,3 +396,35 @@ func TestIdempotentReplayIsDeclared(t *testing.T) {
 		t.Errorf("POST /agents 201 sends Idempotent-Replayed on a replay, which the OpenAPI document does not declare (declared: %v)", declared)
 	}
 }
+
+// Every authenticated read the document gives X-Min-Position and a 400 for
+// it refuses an unreadable one so, whatever it reads (the catalogue and the
+// event log too, which have nothing to wait for), before its parameters
+// are looked at.
+func TestEveryReadRefusesAnUnreadableMinPosition(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	seen := 0
+	for path, item := range e.doc.Paths {
+		op, ok := item["get"]
+		if !ok || len(op.Security) == 0 || notInDocument(path) {
+			continue
+		}
+		declared := false
+		for _, p := range op.Parameters {
+			declared = declared || p.In == "header" && p.Name == "X-Min-Position"
+		}
+		if _, ok := op.Responses["400"]; !declared || !ok {
+			t.Errorf("GET %s does not declare X-Min-Position and its 400", path)
+			continue
+		}
+		seen++
+		concrete := regexp.MustCompile(`\{[a-z_]+\}`).ReplaceAllString(path, "1")
+		wantDetail(t, e.do(t, "GET", concrete, nil, admin.Access, "X-Min-Position", "yesterday"), http.StatusBadRequest,
+			"Invalid X-Min-Position header")
+	}
+	if seen < 10 {
+		t.Errorf("%d authenticated reads checked: the document was not read", seen)
+	}
+}

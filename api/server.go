@@ -229,6 +229,10 @@ func (s *Server) serve(op operation) http.Handler {
 			}
 			in.user = p
 		}
+		if err := checkMinPosition(r, op); err != nil {
+			writeError(w, r, s.deps.Logger, err)
+			return
+		}
 		var errs validation.Errors
 		if len(op.pathParams) > 0 {
 			raw := map[string]string{}
@@ -355,7 +359,7 @@ func (s *Server) awaitMinPosition(w http.ResponseWriter, r *http.Request, projec
 	}
 	pos, err := eventstore.ParsePosition(h)
 	if err != nil {
-		return derrors.New(derrors.ErrBadRequest, "Invalid X-Min-Position header")
+		return errBadMinPosition
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.deps.ConsistencyWait)
 	defer cancel()
@@ -364,5 +368,22 @@ func (s *Server) awaitMinPosition(w http.ResponseWriter, r *http.Request, projec
 	}
 	return nil
 }
+
+// checkMinPosition refuses an unreadable X-Min-Position on every
+// authenticated read, as the document says, before the handler runs: the
+// handlers that serve read models wait for it (awaitMinPosition); the
+// others (the catalogue, the event log itself) have nothing to wait for.
+func checkMinPosition(r *http.Request, op operation) error {
+	h := r.Header.Get("X-Min-Position")
+	if !op.auth || r.Method != http.MethodGet || h == "" {
+		return nil
+	}
+	if _, err := eventstore.ParsePosition(h); err != nil {
+		return errBadMinPosition
+	}
+	return nil
+}
+
+var errBadMinPosition = derrors.New(derrors.ErrBadRequest, "Invalid X-Min-Position header")
 
 func isNotFound(err error) bool { return errors.Is(err, derrors.ErrNotFound) }
