@@ -181,10 +181,17 @@ func TestAdminEventsRejectBadQueries(t *testing.T) {
 	admin := asAdmin(t, e)
 	wantBody(t, e.do(t, "GET", "/admin/events?after=yesterday", nil, admin.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"value_error","loc":["query","after"],"msg":"Value error, after must be a position cursor such as \"1234-56\"","input":"yesterday","ctx":{"error":"after must be a position cursor such as \"1234-56\""}}]}`)
-	// A cursor of the other store: on EventStoreDB, a commit between
-	// records (or a prepare past the commit) is no position of its log;
-	// on PostgreSQL every such pair is one (a transaction id and an offset).
-	for _, after := range []string{"12345-6", "500-900"} {
+	// A cursor of the other store: on EventStoreDB, a commit inside one of
+	// its records (the first event's position plus one; records follow it)
+	// or a prepare past the commit is no position of its log, and no retry
+	// changes that; on PostgreSQL every such pair is one (a transaction id
+	// and an offset).
+	e.signUp(t) // a record after the first event
+	first, err := eventstore.ParsePosition(fmt.Sprint(eventItems(t, eventsEventually(t, e, "/admin/events?limit=1", admin.Access, 1))[0]["position"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []string{fmt.Sprintf("%d-6", first.Commit+1), "500-900"} {
 		res := e.do(t, "GET", "/admin/events?after="+after, nil, admin.Access)
 		if eventStoreURL(t) == "" {
 			wantStatus(t, res, http.StatusOK)
@@ -193,6 +200,9 @@ func TestAdminEventsRejectBadQueries(t *testing.T) {
 		wantBody(t, res, http.StatusUnprocessableEntity, fmt.Sprintf(
 			`{"detail":[{"type":"value_error","loc":["query","after"],"msg":"Value error, after is not a position of this event log","input":%q,"ctx":{"error":"after is not a position of this event log"}}]}`, after))
 	}
+	// Past the end of the log (a cursor of a longer one), either store reads
+	// an empty page, as EventStoreDB reads nothing past its last record.
+	wantBody(t, e.do(t, "GET", "/admin/events?after=9223372036854775000-0", nil, admin.Access), http.StatusOK, `{"items":[],"next":null}`)
 	wantStatus(t, e.do(t, "GET", "/admin/events?since=yesterday", nil, admin.Access), http.StatusUnprocessableEntity)
 	wantStatus(t, e.do(t, "GET", "/admin/events?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", nil, admin.Access),
 		http.StatusUnprocessableEntity)

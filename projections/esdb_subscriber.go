@@ -28,6 +28,10 @@ import (
 // up, so that a resubscription after an outage succeeds.
 type Subscriptions interface {
 	SubscribeToAll(ctx context.Context, opts client.SubscribeToAllOptions) (*client.Subscription, error)
+	// DroppedError classifies the error a subscription dropped with (the
+	// client's, raw), as SubscribeToAll's errors are: the server confirms a
+	// subscription from a position it cannot read from, then drops it.
+	DroppedError(err error) error
 }
 
 // ESDBSubscriberConfig configures an ESDBSubscriber.
@@ -91,9 +95,10 @@ type ESDBSubscriber struct {
 	fatal func(error) // set by OnFatal before Subscribe
 }
 
-// OnFatal sets what the subscriber calls when it cannot go on: the server
-// refuses its checkpoint as no position of its log (one copied from the
-// other store, say), which no resubscription would change.
+// OnFatal sets what the subscriber calls when it cannot go on: its
+// checkpoint is no position of the server's log (one copied from the other
+// store, say), refused or confirmed and then dropped, which no
+// resubscription would change.
 func (s *ESDBSubscriber) OnFatal(f func(error)) { s.fatal = f }
 
 var _ message.Subscriber = (*ESDBSubscriber)(nil)
@@ -293,9 +298,9 @@ func (s *ESDBSubscriber) consume(ctx context.Context, out chan<- *message.Messag
 		take := func(ev *client.SubscriptionEvent) {
 			switch {
 			case ev.SubscriptionDropped != nil:
-				dropped = ev.SubscriptionDropped.Error
-				if dropped == nil {
-					dropped = errors.New("subscription dropped")
+				dropped = errors.New("subscription dropped")
+				if err := ev.SubscriptionDropped.Error; err != nil {
+					dropped = fmt.Errorf("subscription to $all after %v dropped: %w", from, s.cfg.Store.DroppedError(err))
 				}
 			case ev.CheckPointReached != nil:
 				p := eventstore.Position{Commit: ev.CheckPointReached.Commit, Prepare: ev.CheckPointReached.Prepare}

@@ -13,12 +13,16 @@ import (
 	"time"
 
 	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"lectern/events"
 	"lectern/eventstore"
@@ -492,5 +496,104 @@ func TestListenerOnESDBIgnoresPostgreSQLOffsets(t *testing.T) {
 	}
 	if err := reachedAt(20, 10*time.Second); err != nil {
 		t.Fatalf("after the checkpoint moved: %v", err)
+	}
+}
+
+// kurrentRefusedCheckpoint answers a subscription to $all from a position as
+// KurrentDB 25.0 answers one it cannot read from (github.com/kurrent-io/KurrentDB
+// v25.0.1):
+//   - a prepare past the commit: Grpc/ReadReq.cs:43-44 builds a Position,
+//     whose constructor throws (Transport/Common/Position.cs:47-51) before
+//     anything is sent: Unknown "Exception was thrown by handler.";
+//   - a commit inside a record: the subscription is confirmed
+//     (Enumerator.AllSubscriptionFiltered.cs:161-162), its catch-up read fails
+//     (StorageReaderWorker.cs:552-554; AllSubscriptionFiltered.cs:351-352, 183),
+//     and the stream ends with InvalidArgument "Trying to read from an invalid
+//     position." (Streams.Read.cs:334-335, RpcExceptions.cs:259-260), which
+//     the Go client hands over raw in a SubscriptionDropped.
+type kurrentRefusedCheckpoint struct {
+	streams.UnimplementedStreamsServer
+}
+
+func (kurrentRefusedCheckpoint) Read(req *streams.ReadReq, srv streams.Streams_ReadServer) error {
+	o := req.GetOptions()
+	p := o.GetAll().GetPosition()
+	if o.GetSubscription() == nil || p == nil {
+		return status.Error(codes.Unimplemented, "this test server answers subscriptions to $all from a position only")
+	}
+	if p.GetPreparePosition() > p.GetCommitPosition() {
+		return status.Error(codes.Unknown, "Exception was thrown by handler.")
+	}
+	if err := srv.Send(&streams.ReadResp{Content: &streams.ReadResp_Confirmation{
+		Confirmation: &streams.ReadResp_SubscriptionConfirmation{SubscriptionId: uuid.NewString()},
+	}}); err != nil {
+		return err
+	}
+	return status.Error(codes.InvalidArgument, "Trying to read from an invalid position.")
+}
+
+// A checkpoint KurrentDB cannot start from (a PostgreSQL position left in
+// esdb_checkpoints) stops the projection for good (OnFatal, reported on
+// /readyz) with ErrInvalidPosition, instead of resubscribing forever.
+func TestESDBCheckpointTheServerCannotReadFromStopsTheProjection(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	streams.RegisterStreamsServer(g, kurrentRefusedCheckpoint{})
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	cfg, err := client.ParseConnectionString("esdb://" + lis.Addr().String() + "?tls=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = func(client.LogLevel, string, ...any) {}
+	store, err := esdb.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	pool := pgtest.Fresh(t)
+
+	for _, tc := range []struct {
+		name            string
+		commit, prepare int64
+	}{
+		{"inside a record", 12345, 6},
+		{"prepare past commit", 500, 900},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			group := "refused-" + uuid.NewString()
+			if _, err := pool.Exec(context.Background(), `INSERT INTO esdb_checkpoints (consumer_group, commit_position, prepare_position)
+				VALUES ($1, $2, $3)`, group, tc.commit, tc.prepare); err != nil {
+				t.Fatal(err)
+			}
+			sub, err := NewESDBSubscriber(ESDBSubscriberConfig{Store: store, Pool: pool, ConsumerGroup: group,
+				Logger: esdbQuiet, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fatal := make(chan error, 1)
+			sub.OnFatal(func(err error) { fatal <- err })
+			msgs, err := sub.Subscribe(context.Background(), "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				for m := range msgs {
+					m.Ack()
+				}
+			}()
+			defer func() { _ = sub.Close() }()
+			select {
+			case err := <-fatal:
+				if !errors.Is(err, eventstore.ErrInvalidPosition) {
+					t.Errorf("fatal: %v; want ErrInvalidPosition", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Errorf("checkpoint %d-%d: still resubscribing after 5 s; want it stopped (OnFatal) with ErrInvalidPosition", tc.commit, tc.prepare)
+			}
+		})
 	}
 }

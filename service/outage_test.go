@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"lectern/eventstore"
 	"lectern/eventstore/esdb"
 	"lectern/eventstore/esdbfake"
@@ -228,14 +230,33 @@ func TestEventStoreDBOutage(t *testing.T) {
 		count(http.StatusServiceUnavailable, time.Time{}))
 }
 
-// A checkpoint EventStoreDB refuses (a PostgreSQL position left in
-// esdb_checkpoints) stops that projection for good, reported on /readyz,
-// instead of a subscription that fails again and again.
+// A checkpoint EventStoreDB cannot read from (a PostgreSQL position left in
+// esdb_checkpoints, inside one of its records) stops that projection for
+// good, reported on /readyz, instead of a subscription that the server
+// confirms and drops again and again.
 func TestForeignCheckpointStopsItsProjection(t *testing.T) {
 	url := esdbfake.Start(t)
+	store, err := esdb.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	// Two records (system events: no projection sees them); the checkpoint
+	// is inside the first.
+	var first eventstore.Position
+	for i := range 2 {
+		res, err := store.Append(context.Background(), "$test-seed", eventstore.Any, []eventstore.EventData{{
+			ID: uuid.New(), Type: "$test-seed", SchemaVersion: 1, Data: []byte(`{}`), RecordedAt: time.Now()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = res.Position
+		}
+	}
 	pool := pgtest.Fresh(t)
 	if _, err := pool.Exec(context.Background(), `INSERT INTO esdb_checkpoints (consumer_group, commit_position, prepare_position)
-		VALUES ($1, 12345, 6)`, projections.AgentsProjection); err != nil {
+		VALUES ($1, $2, 6)`, projections.AgentsProjection, int64(first.Commit+1)); err != nil {
 		t.Fatal(err)
 	}
 	_, base, _ := serve(t, service.Config{Pool: pool, EventStoreURL: url})

@@ -231,10 +231,31 @@ func transient(err error) bool {
 		client.ErrorCodeResourceAlreadyExists, client.ErrorCodeParsing:
 		return false // the server's answer about the request: retrying changes nothing
 	case client.ErrorCodeUnknown:
-		// A position refused (InvalidArgument) is an answer too.
-		return grpcCode(err) != codes.InvalidArgument
+		// A position refused is an answer too.
+		return grpcCode(err) != codes.InvalidArgument && !invalidPosition(err)
 	}
 	return true
+}
+
+// invalidPosition: the server cannot read from the position asked for (a
+// cursor or checkpoint of another store, inside one of its records). A
+// subscription is dropped with InvalidArgument "Trying to read from an invalid
+// position."; a plain read of $all ends with Unknown "Unexpected
+// ReadAllResult: InvalidPosition" (FilteredReadAllResult when filtered), the
+// one unexpected result that retrying cannot change (KurrentDB v25.0.1:
+// Enumerator.ReadAllForwards.cs:122-124, RpcExceptions.cs:51-52).
+func invalidPosition(err error) bool {
+	st, ok := grpcStatus(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.InvalidArgument:
+		return strings.Contains(strings.ToLower(st.Message()), "position")
+	case codes.Unknown:
+		return strings.HasPrefix(st.Message(), "Unexpected ") && strings.HasSuffix(st.Message(), "ReadAllResult: InvalidPosition")
+	}
+	return false
 }
 
 // classify marks transient failures as eventstore.ErrUnavailable, which the
@@ -245,7 +266,7 @@ func classify(err error) error {
 	switch {
 	case err == nil || errors.Is(err, eventstore.ErrUnavailable) || errors.Is(err, eventstore.ErrInvalidPosition):
 		return err
-	case grpcCode(err) == codes.InvalidArgument && strings.Contains(strings.ToLower(err.Error()), "position"):
+	case invalidPosition(err):
 		return fmt.Errorf("%w: %w", eventstore.ErrInvalidPosition, err)
 	case transient(err):
 		return fmt.Errorf("%w: %w", eventstore.ErrUnavailable, err)
@@ -255,9 +276,17 @@ func classify(err error) error {
 
 // grpcCode is the gRPC status code in err's chain (codes.Unknown if none).
 func grpcCode(err error) codes.Code {
-	var st interface{ GRPCStatus() *status.Status }
-	if errors.As(err, &st) {
-		return st.GRPCStatus().Code()
+	if st, ok := grpcStatus(err); ok {
+		return st.Code()
 	}
 	return codes.Unknown
+}
+
+// grpcStatus is the gRPC status in err's chain, if any.
+func grpcStatus(err error) (*status.Status, bool) {
+	var st interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &st) {
+		return st.GRPCStatus(), true
+	}
+	return nil, false
 }

@@ -88,10 +88,33 @@ func New(cfg *client.Configuration) (*Store, error) {
 func (s *Store) Close() error { return s.conn.close() }
 
 // SubscribeToAll subscribes to $all on the current client (a new one after
-// the server was unreachable), honouring ctx while the client connects.
+// the server was unreachable), honouring ctx while the client connects. A
+// position no EventStoreDB log holds fails with eventstore.ErrInvalidPosition.
 func (s *Store) SubscribeToAll(ctx context.Context, opts client.SubscribeToAllOptions) (*client.Subscription, error) {
+	if p, ok := opts.From.(client.Position); ok {
+		if err := checkPosition(eventstore.Position{Commit: p.Commit, Prepare: p.Prepare}); err != nil {
+			return nil, fmt.Errorf("esdb: subscribe to $all: %w", err)
+		}
+	}
 	return call(ctx, s.conn, func(c *client.Client) (*client.Subscription, error) { return c.SubscribeToAll(ctx, opts) },
 		func(sub *client.Subscription) { _ = sub.Close() })
+}
+
+// DroppedError classifies the error a subscription dropped with as the
+// store's calls are: eventstore.ErrInvalidPosition when the server cannot
+// read from its start (it confirms such a subscription, then drops it),
+// eventstore.ErrUnavailable when the connection failed.
+func (s *Store) DroppedError(err error) error { return classify(err) }
+
+// checkPosition refuses what no EventStoreDB position is: a prepare past its
+// commit, or a commit past int64. The server's Position constructor throws on
+// both (KurrentDB v25.0.1, Transport/Common/Position.cs:47-60), and its answer,
+// Unknown "Exception was thrown by handler.", tells nothing of the cause.
+func checkPosition(p eventstore.Position) error {
+	if p.Prepare > p.Commit || p.Commit > math.MaxInt64 {
+		return fmt.Errorf("%w: %v is no position of an EventStoreDB log", eventstore.ErrInvalidPosition, p)
+	}
+	return nil
 }
 
 // Ping reads the head of $all within ctx: nil when the server answers.
@@ -249,6 +272,9 @@ func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Di
 func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit int) ([]eventstore.RecordedEvent, error) {
 	if limit <= 0 {
 		limit = readAllLimit
+	}
+	if err := checkPosition(after); err != nil {
+		return nil, fmt.Errorf("esdb: read all: %w", err)
 	}
 	out := []eventstore.RecordedEvent{}
 	from := after

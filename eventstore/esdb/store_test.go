@@ -3,11 +3,19 @@ package esdb_test
 import (
 	"context"
 	"errors"
+	"math"
+	"net"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"lectern/eventstore"
 	"lectern/eventstore/esdb"
@@ -198,29 +206,112 @@ func TestStoreOutlivesAnOutage(t *testing.T) {
 	}
 }
 
-// A position that is not one of the server's log (a prepare past its commit,
-// a commit between records: a PostgreSQL cursor) is refused as
-// ErrInvalidPosition; a checkpoint of the shape (C, 0), C a record's
-// position, reads from that record.
+// Positions of another store (a PostgreSQL cursor) against the log: a
+// prepare past its commit is refused without asking the server; a commit
+// inside a record that others follow is what the server cannot read from;
+// both are ErrInvalidPosition. Past the last record, the read is empty. A
+// checkpoint of the shape (C, 0), C a record's position, reads from that record.
 func TestInvalidPositions(t *testing.T) {
 	s := open(t, esdbfake.Start(t))
 	ctx := context.Background()
-	res, err := s.Append(ctx, "p-1", eventstore.NoStream, []eventstore.EventData{storetest.Event("a", 1), storetest.Event("b", 2)})
+	first, err := s.Append(ctx, "p-1", eventstore.NoStream, []eventstore.EventData{storetest.Event("a", 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Append(ctx, "p-1", eventstore.Exact(1), []eventstore.EventData{storetest.Event("b", 2)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []eventstore.Position{
 		{Commit: res.Position.Commit, Prepare: res.Position.Commit + 1},
-		{Commit: res.Position.Commit + 1, Prepare: res.Position.Commit + 1},
-		{Commit: 12345, Prepare: 6},
+		{Commit: 500, Prepare: 900},
+		{Commit: math.MaxInt64 + 1, Prepare: 0},
+		{Commit: first.Position.Commit + 1, Prepare: first.Position.Commit + 1},
+		{Commit: first.Position.Commit + 1, Prepare: 6},
 	} {
-		if _, err := s.ReadAll(ctx, p, 10); !errors.Is(err, eventstore.ErrInvalidPosition) {
+		if _, err := s.ReadAll(ctx, p, 10); !errors.Is(err, eventstore.ErrInvalidPosition) || errors.Is(err, eventstore.ErrUnavailable) {
 			t.Errorf("ReadAll after %v: %v, want ErrInvalidPosition", p, err)
+		}
+	}
+	for _, p := range []eventstore.Position{
+		{Commit: res.Position.Commit + 1, Prepare: 6},
+		{Commit: 1 << 40, Prepare: 6},
+	} {
+		if got, err := s.ReadAll(ctx, p, 10); err != nil || len(got) != 0 {
+			t.Errorf("ReadAll after %v, past the last record: %v, %v; want an empty read", p, got, err)
 		}
 	}
 	got, err := s.ReadAll(ctx, eventstore.Position{Commit: res.Position.Commit, Prepare: 0}, 10)
 	if err != nil || len(got) != 1 || got[0].Position != res.Position {
 		t.Errorf("ReadAll after (C, 0) of the last event: %v, %v; want that event", got, err)
+	}
+}
+
+// kurrentReadAll answers a read of $all from a position as KurrentDB 25.0
+// answers one it cannot read from (github.com/kurrent-io/KurrentDB v25.0.1):
+//   - a prepare past the commit: Grpc/ReadReq.cs:35-36 builds a Position,
+//     whose constructor throws (Transport/Common/Position.cs:47-51) outside
+//     any handler: Unknown "Exception was thrown by handler.";
+//   - a commit inside a record: StorageReaderWorker.cs:472-474,
+//     Enumerator.ReadAllForwards.cs:122-124, Streams.Read.cs:338-339,
+//     RpcExceptions.cs:51-52: Unknown "Unexpected ReadAllResult: InvalidPosition".
+type kurrentReadAll struct {
+	streams.UnimplementedStreamsServer
+	reads atomic.Int32
+}
+
+func (k *kurrentReadAll) Read(req *streams.ReadReq, _ streams.Streams_ReadServer) error {
+	k.reads.Add(1)
+	p := req.GetOptions().GetAll().GetPosition()
+	if p == nil || req.GetOptions().GetSubscription() != nil {
+		return status.Error(codes.Unimplemented, "this test server answers reads of $all from a position only")
+	}
+	if p.GetPreparePosition() > p.GetCommitPosition() {
+		return status.Error(codes.Unknown, "Exception was thrown by handler.")
+	}
+	return status.Error(codes.Unknown, "Unexpected ReadAllResult: InvalidPosition")
+}
+
+// A cursor of the other store (GET /admin/events?after=12345-6 or 500-900)
+// is ErrInvalidPosition against KurrentDB's own answers, which the API
+// answers with 422, not ErrUnavailable (503 and Retry-After) for a request
+// that can never succeed. A prepare past the commit does not reach the server.
+func TestReadAllFromAForeignCursorIsInvalidNotUnavailable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	srv := &kurrentReadAll{}
+	streams.RegisterStreamsServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	cfg, err := client.ParseConnectionString("esdb://" + lis.Addr().String() + "?tls=false")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = func(client.LogLevel, string, ...any) {}
+	s, err := esdb.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tc := range []struct {
+		after eventstore.Position
+		reads int32 // the server's reads so far
+	}{
+		{eventstore.Position{Commit: 500, Prepare: 900}, 0},
+		{eventstore.Position{Commit: 12345, Prepare: 6}, 1},
+	} {
+		_, err := s.ReadAll(ctx, tc.after, 10)
+		if !errors.Is(err, eventstore.ErrInvalidPosition) || errors.Is(err, eventstore.ErrUnavailable) {
+			t.Errorf("ReadAll after %v: %v; want ErrInvalidPosition (422), not ErrUnavailable (503)", tc.after, err)
+		}
+		if got := srv.reads.Load(); got != tc.reads {
+			t.Errorf("after ReadAll after %v, the server had %d reads, want %d", tc.after, got, tc.reads)
+		}
 	}
 }
 

@@ -13,8 +13,10 @@
 // Where Lectern depends on it, it is as strict as the real server (24.10 and
 // 25.0, checked against the KurrentDB source): an append over 1 MiB (data,
 // metadata and twice the type's length) is refused with InvalidArgument; a
-// read or subscription from a position that is not one of its log (a
-// prepare past the commit, a commit between records) is refused; filtered
+// position of $all with a prepare past its commit is refused with Unknown; a
+// read from inside a record fails with Unknown, a subscription from there is
+// confirmed and then dropped with InvalidArgument; a read forwards from past
+// the last record is empty, a subscription from there goes live; filtered
 // subscriptions checkpoint at (C, 0), C the next record's position, once
 // more just before caught-up; and a repeated append of revision any is
 // recognised only within a window of recent writes (AnyDedupWindow). It can
@@ -24,6 +26,7 @@ package esdbfake
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -308,16 +311,64 @@ func (d *db) indexAfter(commit, prepare uint64) int {
 	})
 }
 
-// checkPosition refuses, as the server does, a position that is not one of
-// its log: a prepare past the commit, or a commit that is not a record
-// boundary (a record's position, or the end of the log). Positions of
-// another store (a PostgreSQL cursor) are such. The caller holds mu.
-func (d *db) checkPosition(commit, prepare uint64) error {
-	i := sort.Search(len(d.log), func(i int) bool { return d.log[i].pos >= commit })
-	if prepare > commit || (commit != d.next && (i == len(d.log) || d.log[i].pos != commit)) {
-		return status.Errorf(codes.InvalidArgument, "Invalid position: C:%d/P:%d is not a position of the transaction log", commit, prepare)
+// The server's answers where a position of $all is no use to it. References
+// are to github.com/kurrent-io/KurrentDB at v25.0.1 (24.10 is the same).
+
+// errHandler is the answer to a position the server's Position type cannot
+// hold (a prepare past the commit, a part past int64 other than all ones):
+// its constructor (Transport/Common/Position.cs:47-60) throws while
+// Streams.Read builds the request (Grpc/ReadReq.cs:35-36, 43-44), before any
+// confirmation, and ASP.NET Core gRPC answers an uncaught exception so.
+var errHandler = status.Error(codes.Unknown, "Exception was thrown by handler.")
+
+func positionError(commit, prepare uint64) error {
+	tooBig := func(v uint64) bool { return v > math.MaxInt64 && v != math.MaxUint64 }
+	if prepare > commit || tooBig(commit) || tooBig(prepare) {
+		return errHandler
 	}
 	return nil
+}
+
+// errInvalidPosition ends a subscription whose catch-up read fails at its
+// start: a read inside a record (StorageReaderWorker.cs:552-554), thrown as
+// ReadResponseException.InvalidPosition (Enumerator.AllSubscription*.cs),
+// answered by Streams.Read.cs:334-335 and RpcExceptions.cs:259-260. The
+// subscription was confirmed before.
+var errInvalidPosition = status.Error(codes.InvalidArgument, "Trying to read from an invalid position.")
+
+// unexpectedResult ends a plain read of $all whose result is neither success
+// nor access denied (Enumerator.ReadAll*.cs, the default case;
+// RpcExceptions.cs:51-52): InvalidPosition for a read inside a record
+// (StorageReaderWorker.cs:472-474), Error for one past the end of the log
+// backwards (TFChunkReader.cs:88-93 throws a plain exception).
+func unexpectedResult(f *filter, result string) error {
+	typ := "ReadAllResult"
+	if f != nil {
+		typ = "FilteredReadAllResult"
+	}
+	return status.Errorf(codes.Unknown, "Unexpected %s: %s", typ, result)
+}
+
+// lastIndexed is the position of the log's last record, the server's
+// LastIndexedPosition (IndexCommitter.cs:43, 324): a read forwards from past
+// it is at the end (AllReader.cs:86-88), and a subscription from (L, L) or
+// later goes live at once. The caller holds mu.
+func (d *db) lastIndexed() uint64 {
+	if len(d.log) == 0 {
+		return 0
+	}
+	return d.log[len(d.log)-1].pos
+}
+
+// boundary reports whether commit starts a record or ends the log (0 starts
+// it: the fake's first record is at 128); any other commit is inside a
+// record, where the server cannot read. The caller holds mu.
+func (d *db) boundary(commit uint64) bool {
+	if commit == 0 || commit == d.next {
+		return true
+	}
+	i := d.indexAtOrAfter(commit)
+	return i < len(d.log) && d.log[i].pos == commit
 }
 
 type gossipService struct {

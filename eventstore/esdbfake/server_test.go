@@ -318,6 +318,181 @@ func TestCheckpointBeforeCaughtUpSkipsNothing(t *testing.T) {
 	}
 }
 
+func grpcStatus(err error) (*status.Status, bool) {
+	var se interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &se) {
+		return se.GRPCStatus(), true
+	}
+	return nil, false
+}
+
+// readAllErr reads $all forwards from p and returns how many events came and
+// what the read ended with (nil at its end).
+func readAllErr(t *testing.T, c *client.Client, p client.Position) (int, error) {
+	t.Helper()
+	rs, err := c.ReadAll(ctx(t), client.ReadAllOptions{From: p}, 10)
+	if err != nil {
+		return 0, err
+	}
+	defer rs.Close()
+	n := 0
+	for {
+		_, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n++
+	}
+}
+
+// A plain read of $all from a position the server cannot read from, as
+// KurrentDB 25.0 answers it (github.com/kurrent-io/KurrentDB v25.0.1):
+//   - inside a record that other records follow: StorageReaderWorker.cs:472-474
+//     (ReadAllResult.InvalidPosition), Enumerator.ReadAllForwards.cs:122-124,
+//     RpcExceptions.cs:51-52: Unknown "Unexpected ReadAllResult: InvalidPosition";
+//   - a prepare past the commit: the Position constructor throws
+//     (Transport/Common/Position.cs:47-51, called at Grpc/ReadReq.cs:35-36)
+//     outside any handler: Unknown "Exception was thrown by handler.";
+//   - past the last record: AllReader.cs:86-88, the end: an empty read.
+func TestReadAllFromPositionsItCannotReadFrom(t *testing.T) {
+	_, c := start(t)
+	first := appendN(t, c, "a-1", 1)
+	last := appendN(t, c, "b-1", 1)
+	for _, tc := range []struct {
+		name string
+		from client.Position
+		code codes.Code // OK: an empty read
+		msg  string
+	}{
+		{"inside a record", client.Position{Commit: first.CommitPosition + 1, Prepare: first.CommitPosition + 1},
+			codes.Unknown, "Unexpected ReadAllResult: InvalidPosition"},
+		{"prepare past commit", client.Position{Commit: first.CommitPosition, Prepare: first.CommitPosition + 1},
+			codes.Unknown, "Exception was thrown by handler."},
+		{"inside the last record", client.Position{Commit: last.CommitPosition + 1, Prepare: last.CommitPosition + 1},
+			codes.OK, ""},
+		{"far past the last record", client.Position{Commit: last.CommitPosition + 1<<20, Prepare: 0},
+			codes.OK, ""},
+	} {
+		n, err := readAllErr(t, c, tc.from)
+		if tc.code == codes.OK {
+			if err != nil || n != 0 {
+				t.Errorf("%s: %d events, %v; want an empty read", tc.name, n, err)
+			}
+			continue
+		}
+		st, ok := grpcStatus(err)
+		if !ok || st.Code() != tc.code || st.Message() != tc.msg {
+			t.Errorf("%s: %v; want %v %q", tc.name, err, tc.code, tc.msg)
+		}
+	}
+}
+
+// A subscription to $all from inside a record (a foreign checkpoint) is
+// confirmed, then dropped during its catch-up
+// (Enumerator.AllSubscriptionFiltered.cs:161-162, 171-176, 351-352, 183;
+// StorageReaderWorker.cs:552-554; Streams.Read.cs:334-335,
+// RpcExceptions.cs:259-260): the client returns the subscription, whose
+// first Recv is a SubscriptionDropped.
+func TestSubscribeToAllFromInsideARecordIsConfirmedThenDropped(t *testing.T) {
+	_, c := start(t)
+	first := appendN(t, c, "a-1", 1)
+	appendN(t, c, "b-1", 1) // the record at first is not the last
+	inside := first.CommitPosition + 1
+	sub, err := c.SubscribeToAll(ctx(t), client.SubscribeToAllOptions{
+		From:   client.Position{Commit: inside, Prepare: inside},
+		Filter: client.ExcludeSystemEventsFilter(),
+	})
+	if err != nil {
+		t.Fatalf("SubscribeToAll from inside a record: %v; want it confirmed, then dropped", err)
+	}
+	defer func() { _ = sub.Close() }()
+	ev := sub.Recv()
+	if ev.SubscriptionDropped == nil {
+		t.Fatalf("first message %+v, want the subscription dropped", ev)
+	}
+	st, ok := grpcStatus(ev.SubscriptionDropped.Error)
+	if !ok || st.Code() != codes.InvalidArgument || st.Message() != "Trying to read from an invalid position." {
+		t.Errorf("dropped with %v, want InvalidArgument \"Trying to read from an invalid position.\"", ev.SubscriptionDropped.Error)
+	}
+}
+
+// A prepare past the commit fails where the request is read, before any
+// confirmation (Grpc/ReadReq.cs:43-44, Transport/Common/Position.cs:47-51).
+func TestSubscribeToAllWithPrepareAfterCommitIsRefused(t *testing.T) {
+	_, c := start(t)
+	first := appendN(t, c, "a-1", 1)
+	sub, err := c.SubscribeToAll(ctx(t), client.SubscribeToAllOptions{
+		From:   client.Position{Commit: first.CommitPosition, Prepare: first.CommitPosition + 1},
+		Filter: client.ExcludeSystemEventsFilter(),
+	})
+	if err == nil {
+		_ = sub.Close()
+		t.Fatal("SubscribeToAll with a prepare past its commit succeeded")
+	}
+	st, ok := grpcStatus(err)
+	if !ok || st.Code() != codes.Unknown || st.Message() != "Exception was thrown by handler." {
+		t.Errorf("SubscribeToAll: %v; want Unknown \"Exception was thrown by handler.\"", err)
+	}
+}
+
+// A subscription to $all from at or past the last record (a checkpoint of a
+// longer log) goes live at once, and skips live events at or before its
+// start (Enumerator.AllSubscriptionFiltered.cs:161, 403: the confirmation's
+// position is the last record's; 171-172: GoLive without a read; 221-228).
+func TestSubscribeToAllFromPastTheLastRecordGoesLive(t *testing.T) {
+	_, c := start(t)
+	last := appendN(t, c, "a-1", 1)
+	from := last.CommitPosition + 4096
+	sub, err := c.SubscribeToAll(ctx(t), client.SubscribeToAllOptions{
+		From:            client.Position{Commit: from, Prepare: from},
+		Filter:          client.ExcludeSystemEventsFilter(),
+		MaxSearchWindow: 1,
+	})
+	if err != nil {
+		t.Fatalf("SubscribeToAll from past the last record: %v; want it live", err)
+	}
+	defer func() { _ = sub.Close() }()
+	for caughtUp := false; !caughtUp; {
+		ev := sub.Recv()
+		switch {
+		case ev.SubscriptionDropped != nil:
+			t.Fatalf("dropped: %v; want it live", ev.SubscriptionDropped.Error)
+		case ev.EventAppeared != nil:
+			t.Fatalf("event %s before caught-up; want none", ev.EventAppeared.OriginalEvent().StreamID)
+		case ev.CaughtUp != nil:
+			caughtUp = true
+		}
+	}
+	// Two records below the start (the second over 4 KiB), then one past it.
+	appendN(t, c, "below-1", 1)
+	big := fmt.Appendf(nil, `{"pad":%q}`, strings.Repeat("x", 5000))
+	if _, err := c.AppendToStream(ctx(t), "below-2", client.AppendToStreamOptions{},
+		client.EventData{EventID: uuid.New(), EventType: "thing", ContentType: client.ContentTypeJson, Data: big}); err != nil {
+		t.Fatal(err)
+	}
+	after := appendN(t, c, "after-1", 1)
+	if after.CommitPosition <= from {
+		t.Fatalf("the third append is at %d, not past the start %d", after.CommitPosition, from)
+	}
+	for {
+		ev := sub.Recv()
+		switch {
+		case ev.SubscriptionDropped != nil:
+			t.Fatalf("dropped: %v", ev.SubscriptionDropped.Error)
+		case ev.CheckPointReached != nil && ev.CheckPointReached.Commit < from:
+			t.Errorf("checkpoint at %d, before the start %d", ev.CheckPointReached.Commit, from)
+		case ev.EventAppeared != nil:
+			if got := ev.EventAppeared.OriginalEvent(); got.StreamID != "after-1" {
+				t.Fatalf("live event of %s at %d, at or before the start %d", got.StreamID, got.Position.Commit, from)
+			}
+			return
+		}
+	}
+}
+
 func TestSubscribeToStreamFromRevision(t *testing.T) {
 	_, c := start(t)
 	appendN(t, c, "s-1", 3)

@@ -561,8 +561,17 @@ func (d *db) readAll(o *streams.ReadReq_Options_AllOptions, backwards bool, coun
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if p := o.GetPosition(); p != nil {
-		if err := d.checkPosition(p.GetCommitPosition(), p.GetPreparePosition()); err != nil {
+		c := p.GetCommitPosition()
+		if err := positionError(c, p.GetPreparePosition()); err != nil {
 			return nil, err
+		}
+		switch {
+		case !backwards && c > d.lastIndexed():
+			return nil, nil // the end: nothing to read, no error
+		case backwards && c > d.next:
+			return nil, unexpectedResult(f, "Error")
+		case !d.boundary(c):
+			return nil, unexpectedResult(f, "InvalidPosition")
 		}
 	}
 	var out []*record
@@ -603,18 +612,33 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 	all := o.GetAll() != nil
 	name := string(o.GetStream().GetStreamIdentifier().GetStreamName())
 	// cursor: the next log index ($all) or the next revision (a stream).
-	d.mu.Lock()
 	var cursor int
+	// From a position at or past the last record, the server goes live at
+	// once and skips records at or before it (Enumerator.AllSubscription*.cs:
+	// MainLoop, GoLive); from inside a record, its catch-up fails.
+	var live, invalid bool
+	var floor position
+	if p := o.GetAll().GetPosition(); p != nil {
+		if err := positionError(p.GetCommitPosition(), p.GetPreparePosition()); err != nil {
+			return err
+		}
+		floor = position{p.GetCommitPosition(), p.GetPreparePosition()}
+	}
+	d.mu.Lock()
 	if all {
-		switch v := o.GetAll().GetAllOption().(type) {
+		switch o.GetAll().GetAllOption().(type) {
 		case *streams.ReadReq_Options_AllOptions_End:
 			cursor = len(d.log)
 		case *streams.ReadReq_Options_AllOptions_Position:
-			if err := d.checkPosition(v.Position.GetCommitPosition(), v.Position.GetPreparePosition()); err != nil {
-				d.mu.Unlock()
-				return err
+			last := d.lastIndexed()
+			switch {
+			case !floor.before(position{last, last}):
+				live, cursor = true, len(d.log)
+			case !d.boundary(floor.commit):
+				invalid = true
+			default:
+				cursor = d.indexAfter(floor.commit, floor.prepare)
 			}
-			cursor = d.indexAfter(v.Position.GetCommitPosition(), v.Position.GetPreparePosition())
 		}
 	} else {
 		st := d.streams[name]
@@ -638,6 +662,9 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 	}}}); err != nil {
 		return err
 	}
+	if invalid {
+		return errInvalidPosition
+	}
 	caughtUp := false
 	searched := 0
 	for {
@@ -658,13 +685,16 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 		d.mu.Unlock()
 
 		for _, r := range batch {
+			if live && !floor.before(position{r.pos, r.pos}) {
+				continue
+			}
 			if f.match(r) {
 				if err := srv.Send(eventResp(r, all, structured)); err != nil {
 					return err
 				}
 			}
 			searched++
-			if all && f != nil && searched%f.interval == 0 {
+			if all && f != nil && searched%f.interval == 0 && !(live && (position{r.end, 0}).before(floor)) {
 				// As the server: the next record's position, prepare 0.
 				if err := sendCheckpoint(srv, r.end); err != nil {
 					return err
@@ -673,7 +703,7 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 		}
 		if !caughtUp {
 			caughtUp = true
-			if all && f != nil {
+			if all && f != nil && !live {
 				// The server checkpoints once more just before caught-up, at
 				// the end of what it has sent: not at the log's end now,
 				// which may be past records appended since, not yet sent
@@ -698,6 +728,13 @@ func (s *streamsService) subscribe(o *streams.ReadReq_Options, f *filter, struct
 			return srv.Context().Err()
 		}
 	}
+}
+
+// position is a position of $all, ordered as the server orders its TFPos.
+type position struct{ commit, prepare uint64 }
+
+func (p position) before(q position) bool {
+	return p.commit < q.commit || (p.commit == q.commit && p.prepare < q.prepare)
 }
 
 // beforeCaughtUp, if set, runs when a subscription has sent what it found
