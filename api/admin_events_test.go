@@ -211,3 +211,15 @@ func TestAdminEventsRejectBadQueries(t *testing.T) {
 		wantStatus(t, res, http.StatusUnprocessableEntity)
 	}
 }
+
+// EventStoreDB's own streams ($settings, $$-metadata, ...) are not Lectern's
+// history: they read as streams with no events, on either store, as the
+// log's $-typed events are left out of GET /admin/events.
+func TestAdminEventsOfASystemStreamAreNone(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	for _, stream := range []string{"$settings", "$$user-1", "$et-user.signed_up"} {
+		wantBody(t, e.do(t, "GET", "/admin/events/streams/"+url.PathEscape(stream), nil, admin.Access), http.StatusOK, `{"items":[],"next":null}`)
+	}
+}

@@ -245,6 +245,12 @@ func (s *Store) appendRetrying(ctx context.Context, stream string, opts client.A
 // ReadStream reads up to limit events of stream from version from; a stream
 // that does not exist (or was deleted) reads as empty.
 func (s *Store) ReadStream(ctx context.Context, stream string, dir eventstore.Direction, from int64, limit int) ([]eventstore.RecordedEvent, error) {
+	if strings.HasPrefix(stream, "$") {
+		// The server's own streams ($settings, $$-metadata, projections'):
+		// no stream of Lectern's is named so, as ReadAll leaves out the
+		// server's events.
+		return []eventstore.RecordedEvent{}, nil
+	}
 	opts := client.ReadStreamOptions{Direction: client.Forwards, From: client.Start{}}
 	if dir == eventstore.Backwards {
 		opts.Direction = client.Backwards
