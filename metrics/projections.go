@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -143,6 +144,13 @@ func (e esdbLag) projectionLags(ctx context.Context, names []string) (map[string
 		var l Lag
 		for l.Events < maxLagScan {
 			page, err := e.log.ReadAll(ctx, after, int(min(1000, maxLagScan-l.Events)))
+			if errors.Is(err, eventstore.ErrInvalidPosition) {
+				// A checkpoint of another log: the projection has stopped
+				// on it (its stalled gauge says so) and has no lag to count.
+				// The scrape goes on: failed, it would hide that gauge too.
+				l = Lag{Events: -1, Seconds: -1}
+				break
+			}
 			if err != nil {
 				return nil, fmt.Errorf("metrics: projection lag of %s: %w", name, err)
 			}
@@ -155,7 +163,9 @@ func (e esdbLag) projectionLags(ctx context.Context, names []string) (map[string
 			l.Events += int64(len(page))
 			after = page[len(page)-1].Position
 		}
-		out[name] = l
+		if l.Events >= 0 {
+			out[name] = l
+		}
 	}
 	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -259,7 +260,7 @@ func TestForeignCheckpointStopsItsProjection(t *testing.T) {
 		VALUES ($1, $2, 6)`, projections.AgentsProjection, int64(first.Commit+1)); err != nil {
 		t.Fatal(err)
 	}
-	_, base, _ := serve(t, service.Config{Pool: pool, EventStoreURL: url})
+	svc, base, _ := serve(t, service.Config{Pool: pool, EventStoreURL: url})
 	poll.Must(t, 15*time.Second, "/readyz 503 naming the projection and its checkpoint", func() bool {
 		status, _, body, err := send("GET", base+"/readyz", "", nil)
 		if err != nil {
@@ -268,4 +269,15 @@ func TestForeignCheckpointStopsItsProjection(t *testing.T) {
 		return status == http.StatusServiceUnavailable &&
 			strings.Contains(string(body), projections.AgentsProjection+" (the stored checkpoint is not a position of this EventStoreDB log")
 	})
+	// The metrics say so too, and the other projections' lag is still
+	// counted: the lag that cannot be counted from that checkpoint is left
+	// out, not every projection's.
+	rec := httptest.NewRecorder()
+	svc.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if body := rec.Body.String(); rec.Code != http.StatusOK ||
+		!strings.Contains(body, `lectern_projection_stalled{projection="`+projections.AgentsProjection+`"} 1`) ||
+		strings.Contains(body, `lectern_projection_lag_events{projection="`+projections.AgentsProjection+`"}`) ||
+		!strings.Contains(body, `lectern_projection_lag_events{projection="`+projections.PracticeProjection+`"} 0`) {
+		t.Errorf("GET /metrics: %d, want 200 with the projection stalled, no lag of it, and the others':\n%s", rec.Code, body)
+	}
 }
