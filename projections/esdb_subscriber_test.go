@@ -20,7 +20,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -536,20 +535,7 @@ func (kurrentRefusedCheckpoint) Read(req *streams.ReadReq, srv streams.Streams_R
 // esdb_checkpoints) stops the projection for good (OnFatal, reported on
 // /readyz) with ErrInvalidPosition, instead of resubscribing forever.
 func TestESDBCheckpointTheServerCannotReadFromStopsTheProjection(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	streams.RegisterStreamsServer(g, kurrentRefusedCheckpoint{})
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	cfg, err := client.ParseConnectionString("esdb://" + lis.Addr().String() + "?tls=false")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Logger = func(client.LogLevel, string, ...any) {}
-	store, err := esdb.New(cfg)
+	store, err := esdb.New(esdbfake.Scripted(t, kurrentRefusedCheckpoint{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"math"
-	"net"
 	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -277,21 +274,8 @@ func (k *kurrentReadAll) Read(req *streams.ReadReq, _ streams.Streams_ReadServer
 // answers with 422, not ErrUnavailable (503 and Retry-After) for a request
 // that can never succeed. A prepare past the commit does not reach the server.
 func TestReadAllFromAForeignCursorIsInvalidNotUnavailable(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
 	srv := &kurrentReadAll{}
-	streams.RegisterStreamsServer(g, srv)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	cfg, err := client.ParseConnectionString("esdb://" + lis.Addr().String() + "?tls=false")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Logger = func(client.LogLevel, string, ...any) {}
-	s, err := esdb.New(cfg)
+	s, err := esdb.New(esdbfake.Scripted(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
