@@ -426,7 +426,10 @@ func TestOnEventStoreDB(t *testing.T) {
 // a batch a statement (here two: the three old ones take two statements);
 // the rest stay, in order, for consumers old and new.
 func TestRetentionTrimsThePostgreSQLTopic(t *testing.T) {
-	defer downstream.SetTrimBatch(2)()
+	// Restored in a cleanup registered before start's: cleanups run last
+	// first, so the service (whose retention goroutine reads the batch) has
+	// stopped by then. A defer would restore it while that goroutine runs.
+	t.Cleanup(downstream.SetTrimBatch(2))
 	pool := pgtest.Fresh(t)
 	ctx := context.Background()
 	h := start(t, pool, service.Config{BrokerRetention: time.Hour})
