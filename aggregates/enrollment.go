@@ -96,6 +96,12 @@ func DecideCreateEnrollment(en Enrollment, cmd CreateEnrollment) ([]events.Event
 	if !slices.Contains(EnrollmentStatuses, status) {
 		return nil, derrors.InvalidField("status", status, "unknown enrollment status")
 	}
+	if status == EnrollmentActive && cmd.Class.Status == ClassEnded {
+		// As a join by invite code is refused: an ended class takes no
+		// student. A partner may still record a past (completed,
+		// inactive) enrollment in it.
+		return nil, derrors.New(derrors.ErrConflict, "The class has ended")
+	}
 	enrolledAt := cmd.Now
 	if cmd.EnrolledAt != nil {
 		enrolledAt = *cmd.EnrolledAt

@@ -73,6 +73,24 @@ func TestEnrollmentDecisions(t *testing.T) {
 			wantErr: &derrors.FieldError{},
 		},
 		{
+			name: "an ended class takes no active student",
+			when: create(with(func(c *aggregates.CreateEnrollment) {
+				c.Class = given(aggregates.EvolveClass, append(aClass[:len(aClass):len(aClass)],
+					events.ClassStatusChanged{ClassID: 9, OrgID: 1, From: "planned", To: "ended"})...)
+			})),
+			wantErr: derrors.ErrConflict,
+		},
+		{
+			name: "an ended class may record a completed enrollment",
+			when: create(with(func(c *aggregates.CreateEnrollment) {
+				c.Class = given(aggregates.EvolveClass, append(aClass[:len(aClass):len(aClass)],
+					events.ClassStatusChanged{ClassID: 9, OrgID: 1, From: "planned", To: "ended"})...)
+				c.Status, c.EnrolledAt, c.CompletedAt = ptr("completed"), &enrolled, ptr(t0)
+			})),
+			then: []events.Event{events.EnrollmentCreated{EnrollmentID: 31, ClassID: 9, OrgID: 1, PartnerID: 6, StudentID: 40,
+				Status: "completed", EnrolledAt: enrolled, CompletedAt: ptr(t0), Source: "partner", EnrolledBy: 7}},
+		},
+		{
 			name:    "an unknown status is invalid",
 			when:    create(with(func(c *aggregates.CreateEnrollment) { c.Status = ptr("paused") })),
 			wantErr: &derrors.FieldError{},

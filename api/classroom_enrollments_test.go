@@ -403,3 +403,20 @@ func TestListEnrollments(t *testing.T) {
 	wantBody(t, e.do(t, "GET", "/user/class/enrollments?page=0", nil, student.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"greater_than_equal","loc":["query","page"],"msg":"Input should be greater than or equal to 1","input":"0","ctx":{"ge":1}}]}`)
 }
+
+// A partner cannot enroll a student, as active, into an ended class, as
+// a join by its invite code cannot; a completed enrollment may still be
+// recorded there.
+func TestNoActiveEnrollmentInAnEndedClass(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	s := openSchool(t, e)
+	created := e.createClass(t, s, `{"name":"Ended"}`)
+	class := num(t, created, "id")
+	wantStatus(t, e.do(t, "PATCH", s.at("/classes/%d", class), `{"status":"ended"}`, s.teacher.Access), http.StatusOK)
+	student := e.signUp(t)
+	wantDetail(t, e.enroll(t, s, class, student.ID), http.StatusConflict, "The class has ended")
+	wantDetail(t, e.join(t, student, inviteCodes(t, created)["student"]["code"]), http.StatusConflict, "The class has ended")
+	wantStatus(t, e.do(t, "POST", s.enrollPath(student.ID), map[string]any{"class_id": class, "student_id": student.ID,
+		"status": "completed", "enrolled_at": "2026-01-05T09:00:00Z", "completed_at": "2026-03-01T09:00:00Z"}, s.teacher.Access), http.StatusCreated)
+}
