@@ -140,6 +140,10 @@ func EvolveClass(c Class, env events.Envelope) Class {
 		})
 	case events.InviteCodeRevoked:
 		c.InviteCodes = withCode(c.InviteCodes, e.InviteCodeID, func(ic *InviteCode) { ic.Status = CodeRevoked })
+	case events.InviteCodeLimitsChanged:
+		c.InviteCodes = withCode(c.InviteCodes, e.InviteCodeID, func(ic *InviteCode) {
+			ic.MaxUses, ic.ExpiresAt, ic.Status = e.MaxUses, e.ExpiresAt, e.Status
+		})
 	}
 	c.UpdatedAt = env.RecordedAt
 	c.Version = env.Version
@@ -364,6 +368,7 @@ func DecideUpdateClass(c Class, cmd UpdateClass) ([]events.Event, error) {
 	var out []events.Event
 	if len(e.Changed) > 0 {
 		out = append(out, e)
+		out = append(out, codeLimits(c, e)...)
 	}
 	if cmd.Status.Set && cmd.Status.Value != c.Status {
 		if err := moveForward("Class", ClassStatuses, c.Status, cmd.Status.Value); err != nil {
@@ -372,6 +377,45 @@ func DecideUpdateClass(c Class, cmd UpdateClass) ([]events.Event, error) {
 		out = append(out, events.ClassStatusChanged{ClassID: c.ID, OrgID: c.OrgID, From: c.Status, To: cmd.Status.Value, ChangedBy: cmd.CallerID})
 	}
 	return out, nil
+}
+
+// codeLimits are the changes of c's codes' limits that update u brings:
+// the limits a class's codes were issued with follow its capacity (the
+// student codes' max_uses: the capacity, or DefaultStudentMaxUses) and its
+// end (every code's expiry: end_at, or DefaultCodeLifetime after the code
+// was issued), so a change of either changes them too; other changes leave
+// them. A revoked code stays as it is.
+func codeLimits(c Class, u events.ClassUpdated) []events.Event {
+	capacity, end := !equalPtr(u.Capacity, c.Capacity), !equalTime(u.EndAt, c.EndAt)
+	var out []events.Event
+	for _, ic := range c.InviteCodes {
+		if ic.Status == CodeRevoked {
+			continue
+		}
+		maxUses, expires := ic.MaxUses, ic.ExpiresAt
+		if capacity && ic.TargetRole == TargetStudent {
+			maxUses = DefaultStudentMaxUses
+			if u.Capacity != nil {
+				maxUses = *u.Capacity
+			}
+		}
+		if end {
+			expires = ic.CreatedAt.Add(DefaultCodeLifetime)
+			if u.EndAt != nil {
+				expires = *u.EndAt
+			}
+		}
+		if maxUses == ic.MaxUses && expires.Equal(ic.ExpiresAt) {
+			continue
+		}
+		status := CodeActive
+		if ic.UsedCount >= maxUses {
+			status = CodeExhausted
+		}
+		out = append(out, events.InviteCodeLimitsChanged{ClassID: c.ID, OrgID: c.OrgID, InviteCodeID: ic.ID,
+			MaxUses: maxUses, ExpiresAt: expires, Status: status, ChangedBy: u.UpdatedBy})
+	}
+	return out
 }
 
 func equalTime(a, b *time.Time) bool {

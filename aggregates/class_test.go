@@ -24,6 +24,12 @@ var (
 
 func classWith(evs ...events.Event) []events.Event { return append(slices.Clone(aClass), evs...) }
 
+// limits is code id's limits changed by user 7.
+func limits(id, maxUses int64, expires time.Time, status string) events.InviteCodeLimitsChanged {
+	return events.InviteCodeLimitsChanged{ClassID: 9, OrgID: 1, InviteCodeID: id, MaxUses: maxUses, ExpiresAt: expires,
+		Status: status, ChangedBy: 7}
+}
+
 func used(n int64, status string) events.InviteCodeUsed {
 	return events.InviteCodeUsed{ClassID: 9, OrgID: 1, InviteCodeID: 11, Code: "STUDENT2", TargetRole: "student",
 		UserID: 40 + n, EnrollmentID: 100 + n, UsedCount: n, MaxUses: 2, Status: status}
@@ -176,6 +182,58 @@ func TestUpdateClassDecisions(t *testing.T) {
 			then: []events.Event{func() events.ClassUpdated {
 				e := updated("name", "end_at", "capacity", "allowed_model_ids")
 				e.Name, e.Capacity, e.AllowedModelIDs, e.EndAt = "Period 2", ptr[int64](30), []int64{2, 1}, &later
+				return e
+			}(),
+				// The student code's bound follows the capacity; the end is
+				// where both codes expire already.
+				limits(11, 30, later, "active")},
+		},
+		{
+			name:  "a raised capacity opens an exhausted student code again",
+			given: classWith(used(1, "active"), used(2, "exhausted")),
+			when:  update(aggregates.UpdateClass{Capacity: aggregates.Set(ptr[int64](3))}),
+			then: []events.Event{func() events.ClassUpdated {
+				e := updated("capacity")
+				e.Capacity = ptr[int64](3)
+				return e
+			}(), limits(11, 3, t0.Add(time.Hour), "active")},
+		},
+		{
+			name:  "a capacity below the uses exhausts the student code",
+			given: classWith(used(1, "active")),
+			when:  update(aggregates.UpdateClass{Capacity: aggregates.Set(ptr[int64](1))}),
+			then: []events.Event{func() events.ClassUpdated {
+				e := updated("capacity")
+				e.Capacity = ptr[int64](1)
+				return e
+			}(), limits(11, 1, t0.Add(time.Hour), "exhausted")},
+		},
+		{
+			name:  "a moved end moves every code's expiry, a revoked code's aside",
+			given: classWith(events.InviteCodeRevoked{ClassID: 9, OrgID: 1, InviteCodeID: 12, Code: "ASSIST22"}),
+			when:  update(aggregates.UpdateClass{EndAt: aggregates.Set(ptr(t0.Add(30 * 24 * time.Hour)))}),
+			then: []events.Event{func() events.ClassUpdated {
+				e := updated("end_at")
+				e.EndAt = ptr(t0.Add(30 * 24 * time.Hour))
+				return e
+			}(), limits(11, 2, t0.Add(30*24*time.Hour), "active")},
+		},
+		{
+			name: "an end removed: codes expire 180 days after they were issued",
+			given: []events.Event{func() events.ClassCreated { e := classCreated; e.EndAt = ptr(t0.Add(time.Hour)); return e }(),
+				studentCode, assistantCode},
+			when: update(aggregates.UpdateClass{EndAt: aggregates.Set[*time.Time](nil)}),
+			then: []events.Event{updated("end_at"),
+				limits(11, 2, t0.Add(time.Minute+aggregates.DefaultCodeLifetime), "active"),
+				limits(12, 5, t0.Add(2*time.Minute+aggregates.DefaultCodeLifetime), "active")},
+		},
+		{
+			name:  "other fields leave the codes alone",
+			given: aClass,
+			when:  update(aggregates.UpdateClass{Name: aggregates.Set("Period 2")}),
+			then: []events.Event{func() events.ClassUpdated {
+				e := updated("name")
+				e.Name = "Period 2"
 				return e
 			}()},
 		},

@@ -249,9 +249,9 @@ func TestUpdateClass(t *testing.T) {
 	// null resets: to null, to false, to no models.
 	res = patch(`{"location":null,"invite_only":null,"allowed_model_ids":null,"course_id":null}`)
 	check(res, map[string]any{"location": nil, "invite_only": false, "allowed_model_ids": []any{}, "course_id": nil, "name": "P2"})
-	// The invite codes keep their limits.
-	if got := inviteCodes(t, res)["student"]["max_uses"]; got != jsonNum(100) {
-		t.Errorf("student code max_uses %v after a capacity change, want 100 (fixed at issue)", got)
+	// The student code's bound followed the capacity.
+	if got := inviteCodes(t, res)["student"]["max_uses"]; got != jsonNum(12) {
+		t.Errorf("student code max_uses %v after the capacity became 12, want 12", got)
 	}
 
 	res = patch(`{"status":"active"}`)
@@ -275,8 +275,9 @@ func TestUpdateClass(t *testing.T) {
 			`{"type":"enum","loc":["body","status"],"msg":"Input should be 'planned', 'active' or 'ended'","input":null,"ctx":{"expected":"'planned', 'active' or 'ended'"}}]}`)
 	wantBody(t, e.do(t, "GET", path, nil, s.teacher.Access), http.StatusOK, string(last.Body))
 
-	if diff := cmp.Diff([]string{"class.created", "class.invite_code_issued", "class.invite_code_issued", "class.updated", "class.updated",
-		"class.status_changed", "class.status_changed"}, eventTypes(e.streamEvents(t, fmt.Sprintf("class-%d", id)))); diff != "" {
+	if diff := cmp.Diff([]string{"class.created", "class.invite_code_issued", "class.invite_code_issued", "class.updated",
+		"class.invite_code_limits_changed", "class.updated", "class.status_changed", "class.status_changed"},
+		eventTypes(e.streamEvents(t, fmt.Sprintf("class-%d", id)))); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
@@ -373,4 +374,44 @@ func TestInviteCodesAreDistinct(t *testing.T) {
 			seen[code] = true
 		}
 	}
+}
+
+// A class's invite codes follow its capacity and its end: a raised
+// capacity lets the student code admit as many (it turned students away
+// with seats free), a later end makes an expired code usable again, an
+// earlier one ends the codes with it.
+func TestInviteCodesFollowTheClass(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	s := openSchool(t, e)
+	created := e.createClass(t, s, `{"name":"Small","capacity":1}`)
+	path := s.at("/classes/%d", num(t, created, "id"))
+	code := inviteCodes(t, created)["student"]["code"]
+	wantStatus(t, e.join(t, e.signUp(t), code), http.StatusCreated)
+	wantDetail(t, e.join(t, e.signUp(t), code), http.StatusConflict, "The invite code has reached its maximum number of uses")
+	res := e.do(t, "PATCH", path, `{"capacity":3}`, s.teacher.Access)
+	wantStatus(t, res, http.StatusOK)
+	if c := inviteCodes(t, res)["student"]; c["max_uses"] != jsonNum(3) || c["status"] != "active" {
+		t.Errorf("the student code after the capacity became 3: %v", c)
+	}
+	wantBody(t, e.do(t, "GET", path, nil, s.teacher.Access), http.StatusOK, string(res.Body))
+	wantStatus(t, e.join(t, e.signUp(t), code), http.StatusCreated)
+	wantStatus(t, e.join(t, e.signUp(t), code), http.StatusCreated)
+
+	yesterday := time.Now().UTC().Add(-24 * time.Hour).Truncate(time.Second)
+	ended := e.createClass(t, s, fmt.Sprintf(`{"name":"Late","end_at":%q}`, yesterday.Format(time.RFC3339)))
+	path = s.at("/classes/%d", num(t, ended, "id"))
+	code = inviteCodes(t, ended)["student"]["code"]
+	wantDetail(t, e.join(t, e.signUp(t), code), http.StatusConflict, "The invite code has expired")
+	later := yesterday.Add(31 * 24 * time.Hour)
+	res = e.do(t, "PATCH", path, fmt.Sprintf(`{"end_at":%q}`, later.Format(time.RFC3339)), s.teacher.Access)
+	wantStatus(t, res, http.StatusOK)
+	for role, c := range inviteCodes(t, res) {
+		if got, _ := time.Parse(wireTime, c["expires_at"].(string)); !got.Equal(later) || c["status"] != "active" {
+			t.Errorf("the %s code after the end moved to %s: %v", role, later, c)
+		}
+	}
+	wantStatus(t, e.join(t, e.signUp(t), code), http.StatusCreated)
+	wantStatus(t, e.do(t, "PATCH", path, fmt.Sprintf(`{"end_at":%q}`, yesterday.Format(time.RFC3339)), s.teacher.Access), http.StatusOK)
+	wantDetail(t, e.join(t, e.signUp(t), code), http.StatusConflict, "The invite code has expired")
 }

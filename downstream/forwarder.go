@@ -117,7 +117,7 @@ func (f *Forwarder) Projection() projections.Projection {
 	return projections.Projection{Name: Name, Handlers: []projections.GroupHandler{
 		on[events.CourseCreated](f), on[events.CourseUpdated](f), on[events.CourseStatusChanged](f),
 		on[events.ClassCreated](f), on[events.ClassUpdated](f), on[events.ClassStatusChanged](f),
-		on[events.InviteCodeIssued](f), on[events.InviteCodeUsed](f), on[events.InviteCodeRevoked](f),
+		on[events.InviteCodeIssued](f), on[events.InviteCodeUsed](f), on[events.InviteCodeRevoked](f), on[events.InviteCodeLimitsChanged](f),
 		on[events.EnrollmentCreated](f), on[events.EnrollmentDropped](f),
 		on[events.PartnerCreated](f), on[events.PartnerErased](f),
 		on[events.UserErased](f),

@@ -141,6 +141,21 @@ type InviteCodeRevoked struct {
 	RevokedBy    int64  `json:"revoked_by"`
 }
 
+// InviteCodeLimitsChanged: a class's capacity or end changed, and with it
+// the limits of one of its codes that follow them (the student code's
+// max_uses follows the capacity, every code's expiry the end). Status is
+// the code's after the change: active, or exhausted when it has been used
+// max_uses times already.
+type InviteCodeLimitsChanged struct {
+	ClassID      int64     `json:"class_id"`
+	OrgID        int64     `json:"org_id"`
+	InviteCodeID int64     `json:"invite_code_id"`
+	MaxUses      int64     `json:"max_uses"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	Status       string    `json:"status"`
+	ChangedBy    int64     `json:"changed_by"`
+}
+
 // EnrollmentCreated: a student was enrolled in a class, by a partner
 // (Source "partner") or by redeeming an invite code (Source "invite_code").
 type EnrollmentCreated struct {
@@ -224,6 +239,12 @@ func (InviteCodeRevoked) EventType() string { return "class.invite_code_revoked"
 func (InviteCodeRevoked) SchemaVersion() int { return 1 }
 
 // EventType implements Event.
+func (InviteCodeLimitsChanged) EventType() string { return "class.invite_code_limits_changed" }
+
+// SchemaVersion implements Event.
+func (InviteCodeLimitsChanged) SchemaVersion() int { return 1 }
+
+// EventType implements Event.
 func (EnrollmentCreated) EventType() string { return "enrollment.created" }
 
 // SchemaVersion implements Event.
@@ -245,6 +266,7 @@ var (
 	_ Event = InviteCodeIssued{}
 	_ Event = InviteCodeUsed{}
 	_ Event = InviteCodeRevoked{}
+	_ Event = InviteCodeLimitsChanged{}
 	_ Event = EnrollmentCreated{}
 	_ Event = EnrollmentDropped{}
 )
@@ -261,6 +283,7 @@ func registerClassroom(r *Registry) {
 	register[InviteCodeIssued](r)
 	register[InviteCodeUsed](r)
 	register[InviteCodeRevoked](r)
+	register[InviteCodeLimitsChanged](r)
 	register[EnrollmentCreated](r)
 	register[EnrollmentDropped](r)
 }

@@ -141,6 +141,15 @@ func classHandlers() []GroupHandler {
 			}
 			return touchClass(ctx, tx, m, e.ClassID)
 		}),
+		On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.InviteCodeLimitsChanged) error {
+			if _, err := tx.Exec(ctx, `
+				UPDATE invite_codes SET max_uses = $2, expires_at = $3, status = $4, updated_at = $5, version = $6
+				WHERE id = $1 AND version < $6`,
+				e.InviteCodeID, e.MaxUses, e.ExpiresAt, e.Status, m.RecordedAt, m.Version); err != nil {
+				return err
+			}
+			return touchClass(ctx, tx, m, e.ClassID)
+		}),
 	}
 }
 
