@@ -121,9 +121,11 @@ func TestCapacityRace(t *testing.T) {
 }
 
 // Concurrent joins never use a code more than max_uses times, even where
-// the class has seats to spare: two students joined a class of 3 with its
-// code (max_uses 3) and dropped out, so the code has one use left and the
-// class three free seats.
+// the class has more seats than the code has uses: two students joined a
+// class of 3 with its code (max_uses 3) and dropped out, so the code has
+// one use left and the class three free seats. (A join takes its seat
+// before it uses the code, so a loser may be told the class is full while
+// three racers hold seats, or that the code is used up.)
 func TestJoinRace(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)
@@ -142,7 +144,7 @@ func TestJoinRace(t *testing.T) {
 		students[i] = e.signUp(t)
 	}
 	results := concurrently(racers, func(i int) response { return e.join(t, students[i], code) })
-	joined := tally(t, results, codeUsedUp)
+	joined := tally(t, results, codeUsedUp, classFull)
 	if len(joined) != 1 {
 		t.Fatalf("%d of %d concurrent joins with a code of one use left succeeded, want exactly 1", len(joined), racers)
 	}
