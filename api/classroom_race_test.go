@@ -181,9 +181,14 @@ func TestJoinSameStudentRace(t *testing.T) {
 	created := e.createClass(t, s, `{"name":"P"}`)
 	code := inviteCodes(t, created)["student"]["code"]
 	student := e.signUp(t)
-	results := concurrently(racers, func(int) response { return e.join(t, student, code) })
+	// Fewer than the user's join bucket holds (10): concurrent hits read
+	// their clocks in one order and reach the bucket in another, and a
+	// burst of exactly ten may see its last refused (429), which is not
+	// what this race is about.
+	const joins = 8
+	results := concurrently(joins, func(int) response { return e.join(t, student, code) })
 	if joined := tally(t, results, alreadyEnrolled); len(joined) != 1 {
-		t.Fatalf("%d of %d concurrent joins of one student succeeded, want exactly 1", len(joined), racers)
+		t.Fatalf("%d of %d concurrent joins of one student succeeded, want exactly 1", len(joined), joins)
 	}
 	got := e.do(t, "GET", s.at("/classes/%d", num(t, created, "id")), nil, s.teacher.Access)
 	if n := inviteCodes(t, got)["student"]["used_count"]; n != jsonNum(1) {
