@@ -727,13 +727,19 @@ func (r *Runner) passOver(ctx context.Context, tx pgx.Tx, name string, msg *mess
 		return err
 	}
 	r.unskip(name)
+	r.skippedEvent(name, msg)
+	return nil
+}
+
+// skippedEvent counts and logs an event projection name passed over; attrs
+// add to the log line (the error it failed with, where known).
+func (r *Runner) skippedEvent(name string, msg *message.Message, attrs ...any) {
 	r.mu.Lock()
 	r.skipped[name]++
 	r.mu.Unlock()
-	r.logger.Warn("projection skipped an event it could not apply", "projection", name, "event_id", msg.UUID,
+	r.logger.Warn("projection skipped an event it could not apply", append([]any{"projection", name, "event_id", msg.UUID,
 		"event_type", msg.Metadata.Get(postgres.MetaEventType), "stream_id", msg.Metadata.Get(postgres.MetaStreamID),
-		"position", msg.Metadata.Get(postgres.MetaPosition))
-	return nil
+		"position", msg.Metadata.Get(postgres.MetaPosition)}, attrs...)...)
 }
 
 // fatalReporter is a subscriber that can fail for good (an ESDBSubscriber
@@ -768,12 +774,9 @@ func (r *Runner) poisoned(ctx context.Context, tx pgx.Tx, name string, policy Po
 			return false, err
 		}
 		r.mu.Lock()
-		r.skipped[name]++
 		delete(r.retrying, name)
 		r.mu.Unlock()
-		r.logger.Warn("projection skipped an event it could not apply", "projection", name, "event_id", msg.UUID,
-			"event_type", msg.Metadata.Get(postgres.MetaEventType), "stream_id", msg.Metadata.Get(postgres.MetaStreamID),
-			"position", msg.Metadata.Get(postgres.MetaPosition), "error", herr)
+		r.skippedEvent(name, msg, "error", herr)
 		return true, nil
 	}
 	return false, recordDeadLetter(context.WithoutCancel(ctx), r.pool, name, msg, herr, attempts, DeadLetterStopped)
