@@ -221,7 +221,7 @@ func DecideCreateClass(c Class, cmd CreateClass) ([]events.Event, error) {
 	if err := checkClassFields(cmd.StartAt, cmd.EndAt, cmd.Capacity); err != nil {
 		return nil, err
 	}
-	if err := checkClassModels(cmd.PrimaryModelID, cmd.AllowedModelIDs, cmd.Catalogue); err != nil {
+	if err := checkClassModels(cmd.PrimaryModelID, cmd.AllowedModelIDs, cmd.Catalogue, true); err != nil {
 		return nil, err
 	}
 	if cmd.StudentCode.Code == "" || cmd.AssistantCode.Code == "" || cmd.StudentCode.Code == cmd.AssistantCode.Code {
@@ -266,12 +266,18 @@ func checkClassFields(start, end *time.Time, capacity *int64) error {
 
 // checkClassModels refuses a class's models that are not in the catalogue,
 // and a list that names a model twice: a class whose models no turn can use
-// would refuse every practice turn.
-func checkClassModels(primary *int64, allowed, catalogue []int64) error {
+// would refuse every practice turn. With pairing, it refuses a primary model
+// outside a non-empty allowed list too: no turn could use it, and turns
+// would quietly fall back to another model than the one the partner chose.
+func checkClassModels(primary *int64, allowed, catalogue []int64, pairing bool) error {
 	var errs []error
-	if primary != nil && catalogue != nil && !slices.Contains(catalogue, *primary) {
+	switch {
+	case primary != nil && catalogue != nil && !slices.Contains(catalogue, *primary):
 		errs = append(errs, &derrors.FieldError{Kind: ErrUnknownModel, Field: "primary_model_id", Input: *primary,
 			Msg: fmt.Sprintf("no model has id %d", *primary)})
+	case pairing && primary != nil && len(allowed) > 0 && !slices.Contains(allowed, *primary):
+		errs = append(errs, derrors.InvalidField("primary_model_id", *primary,
+			fmt.Sprintf("model %d is not one of the class's allowed_model_ids", *primary)))
 	}
 	for i, id := range allowed {
 		field := derrors.Item("allowed_model_ids", i)
@@ -362,7 +368,10 @@ func DecideUpdateClass(c Class, cmd UpdateClass) ([]events.Event, error) {
 			catalogue = append(catalogue, *c.PrimaryModelID)
 		}
 	}
-	if err := checkClassModels(e.PrimaryModelID, e.AllowedModelIDs, catalogue); err != nil {
+	// A class recorded before the pairing was checked keeps its models
+	// until a change of them.
+	pairing := slices.Contains(e.Changed, "primary_model_id") || slices.Contains(e.Changed, "allowed_model_ids")
+	if err := checkClassModels(e.PrimaryModelID, e.AllowedModelIDs, catalogue, pairing); err != nil {
 		return nil, err
 	}
 	var out []events.Event

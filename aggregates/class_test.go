@@ -131,6 +131,24 @@ func TestCreateClassDecisions(t *testing.T) {
 			wantErr: &derrors.FieldError{},
 		},
 		{
+			name: "a primary model outside the allowed models is invalid",
+			when: with(func(c *aggregates.CreateClass) {
+				c.Catalogue, c.PrimaryModelID, c.AllowedModelIDs = []int64{1, 2}, ptr[int64](2), []int64{1}
+			}),
+			wantErr: &derrors.FieldError{},
+		},
+		{
+			name: "any primary model goes with no allowed list",
+			when: with(func(c *aggregates.CreateClass) {
+				c.Catalogue, c.PrimaryModelID = []int64{1, 2}, ptr[int64](2)
+			}),
+			then: []events.Event{
+				func() events.ClassCreated { e := classCreated; e.PrimaryModelID = ptr[int64](2); return e }(),
+				issued(11, "STUDENT2", "student", 100, t0.Add(180*24*time.Hour)),
+				issued(12, "ASSIST22", "assistant", 5, t0.Add(180*24*time.Hour)),
+			},
+		},
+		{
 			name:    "create twice conflicts",
 			given:   aClass,
 			when:    base,
@@ -259,6 +277,31 @@ func TestUpdateClassDecisions(t *testing.T) {
 			then: []events.Event{func() events.ClassUpdated {
 				e := updated("name")
 				e.Name, e.PrimaryModelID, e.AllowedModelIDs = "Period 2", ptr[int64](4), []int64{4}
+				return e
+			}()},
+		},
+		{
+			name: "a primary model moved outside the allowed models is invalid",
+			given: []events.Event{events.ClassCreated{ClassID: 9, OrgID: 1, PartnerID: 6, Name: "Period 1", Status: "planned",
+				PrimaryModelID: ptr[int64](1), AllowedModelIDs: []int64{1}}},
+			when:    update(aggregates.UpdateClass{Catalogue: []int64{1, 2}, PrimaryModelID: aggregates.Set(ptr[int64](2))}),
+			wantErr: &derrors.FieldError{},
+		},
+		{
+			name: "allowed models that leave the primary model out are invalid",
+			given: []events.Event{events.ClassCreated{ClassID: 9, OrgID: 1, PartnerID: 6, Name: "Period 1", Status: "planned",
+				PrimaryModelID: ptr[int64](1), AllowedModelIDs: []int64{1, 2}}},
+			when:    update(aggregates.UpdateClass{Catalogue: []int64{1, 2}, AllowedModelIDs: aggregates.Set([]int64{2})}),
+			wantErr: &derrors.FieldError{},
+		},
+		{
+			name: "a class recorded with its primary model outside its allowed ones takes other changes",
+			given: []events.Event{events.ClassCreated{ClassID: 9, OrgID: 1, PartnerID: 6, Name: "Period 1", Status: "planned",
+				PrimaryModelID: ptr[int64](1), AllowedModelIDs: []int64{2}}},
+			when: update(aggregates.UpdateClass{Catalogue: []int64{1, 2}, Name: aggregates.Set("Period 2")}),
+			then: []events.Event{func() events.ClassUpdated {
+				e := updated("name")
+				e.Name, e.PrimaryModelID, e.AllowedModelIDs = "Period 2", ptr[int64](1), []int64{2}
 				return e
 			}()},
 		},

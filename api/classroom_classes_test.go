@@ -203,6 +203,9 @@ func TestCreateClassValidation(t *testing.T) {
 		// A class whose models no turn can use would refuse every turn.
 		{"models that are not in the catalogue", `{"name":"n","primary_model_id":998,"allowed_model_ids":[1,999]}`,
 			`{"detail":[{"type":"value_error","loc":["body","primary_model_id"],"msg":"Value error, no model has id 998; GET /models lists the models","input":998,"ctx":{"error":"no model has id 998; GET /models lists the models"}},{"type":"value_error","loc":["body","allowed_model_ids",1],"msg":"Value error, no model has id 999; GET /models lists the models","input":999,"ctx":{"error":"no model has id 999; GET /models lists the models"}}]}`},
+		// No turn could use it: turns would fall back to another model.
+		{"a primary model outside the allowed models", `{"name":"n","primary_model_id":2,"allowed_model_ids":[1]}`,
+			`{"detail":[{"type":"value_error","loc":["body","primary_model_id"],"msg":"Value error, model 2 is not one of the class's allowed_model_ids","input":2,"ctx":{"error":"model 2 is not one of the class's allowed_model_ids"}}]}`},
 		{"a model named twice", `{"name":"n","allowed_model_ids":[2,1,2]}`,
 			`{"detail":[{"type":"value_error","loc":["body","allowed_model_ids",2],"msg":"Value error, model 2 is named more than once","input":2,"ctx":{"error":"model 2 is named more than once"}}]}`},
 		{"invite_only not a boolean", `{"name":"n","invite_only":"perhaps"}`,
@@ -270,6 +273,8 @@ func TestUpdateClass(t *testing.T) {
 		`{"detail":[{"type":"value_error","loc":["body","allowed_model_ids",0],"msg":"Value error, no model has id 7; GET /models lists the models","input":7,"ctx":{"error":"no model has id 7; GET /models lists the models"}}]}`)
 	wantBody(t, e.do(t, "PATCH", path, `{"primary_model_id":7}`, s.teacher.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"value_error","loc":["body","primary_model_id"],"msg":"Value error, no model has id 7; GET /models lists the models","input":7,"ctx":{"error":"no model has id 7; GET /models lists the models"}}]}`)
+	wantBody(t, e.do(t, "PATCH", path, `{"primary_model_id":1,"allowed_model_ids":[2]}`, s.teacher.Access), http.StatusUnprocessableEntity,
+		`{"detail":[{"type":"value_error","loc":["body","primary_model_id"],"msg":"Value error, model 1 is not one of the class's allowed_model_ids","input":1,"ctx":{"error":"model 1 is not one of the class's allowed_model_ids"}}]}`)
 	wantBody(t, e.do(t, "PATCH", path, `{"name":null,"status":null}`, s.teacher.Access), http.StatusUnprocessableEntity,
 		`{"detail":[{"type":"string_type","loc":["body","name"],"msg":"Input should be a valid string","input":null},`+
 			`{"type":"enum","loc":["body","status"],"msg":"Input should be 'planned', 'active' or 'ended'","input":null,"ctx":{"expected":"'planned', 'active' or 'ended'"}}]}`)
