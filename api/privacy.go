@@ -59,8 +59,9 @@ func privacyComponents() schema {
 			"promotion_requests":  arrayOf(ref("PromotionRequest")),
 			"sent_messages":       arrayOf(ref("SentMessages")),
 			"rate_limit_records":  arrayOf(ref("RateLimitRecord")),
+			"rate_limit_buckets":  arrayOf(ref("RateLimitBucket")),
 		}, "exported_at", "user", "agents", "few_shot_examples", "practice_sessions", "knowledge_documents",
-			"enrollments", "partner_records", "promotion_requests", "sent_messages", "rate_limit_records"),
+			"enrollments", "partner_records", "promotion_requests", "sent_messages", "rate_limit_records", "rate_limit_buckets"),
 		"PersonalDocument": object(schema{"document": ref("KnowledgeDocument"), "text": str()}, "document", "text"),
 		// What each turn sent its models: the agent's system prompt, the
 		// few-shot examples, the knowledge passages and the history, as sent.
@@ -70,6 +71,9 @@ func privacyComponents() schema {
 		// A rate limit's record of the caller's attempts (kept for its window).
 		"RateLimitRecord": object(schema{"kind": str(), "client_address": nullable(str()), "times": arrayOf(dateTime())},
 			"kind", "client_address", "times"),
+		// A rate limit's allowance of the caller's (turns, class joins):
+		// when it is whole again.
+		"RateLimitBucket": object(schema{"kind": str(), "full_at": dateTime()}, "kind", "full_at"),
 	}
 }
 
@@ -141,7 +145,8 @@ type personalDocumentJSON struct {
 
 // The export is one JSON object: exported_at, user, agents,
 // few_shot_examples, practice_sessions, knowledge_documents, enrollments,
-// partner_records, promotion_requests, rate_limit_records, sent_messages.
+// partner_records, promotion_requests, rate_limit_records,
+// rate_limit_buckets, sent_messages.
 // It is written a member at a time, and the large lists an element at a
 // time (exportMe): a user's documents (up to 2 MiB of text each, and as many
 // as they uploaded), sessions of many turns, and the messages each turn
@@ -158,6 +163,11 @@ type rateRecordJSON struct {
 	Kind          string   `json:"kind"`
 	ClientAddress *string  `json:"client_address"`
 	Times         []string `json:"times"`
+}
+
+type rateBucketJSON struct {
+	Kind   string `json:"kind"`
+	FullAt string `json:"full_at"`
 }
 
 // exportPage is the page size the export reads its lists in.
@@ -191,6 +201,7 @@ type exportRows struct {
 	partners   []partnerJSON
 	promotions []promotionJSON
 	rates      []rateRecordJSON
+	buckets    []rateBucketJSON
 }
 
 func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) error {
@@ -241,6 +252,7 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 	out.member("partner_records", rows.partners)
 	out.member("promotion_requests", rows.promotions)
 	out.member("rate_limit_records", rows.rates)
+	out.member("rate_limit_buckets", rows.buckets)
 	out.array("sent_messages", func(add func(any)) error {
 		for _, ps := range rows.sessions {
 			sent, err := s.deps.Commands.Sessions.SentMessages(ctx, id, ps.ID)
@@ -279,7 +291,8 @@ func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) 
 		return nil, err
 	}
 	rows := &exportRows{user: u, agents: []agentJSON{}, examples: []fewShotJSON{}, enrolled: []enrollmentJSON{},
-		partners: []partnerJSON{}, promotions: []promotionJSON{}, rates: []rateRecordJSON{}}
+		partners: []partnerJSON{}, promotions: []promotionJSON{}, rates: []rateRecordJSON{},
+		buckets: []rateBucketJSON{}}
 	agents, err := allPages(func(p queries.Page) (queries.List[queries.Agent], error) { return q.Agents(ctx, id, p) })
 	if err != nil {
 		return nil, err
@@ -348,6 +361,13 @@ func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) 
 			addr = nil
 		}
 		rows.rates = append(rows.rates, rateRecordJSON{Kind: r.Kind, ClientAddress: addr, Times: times})
+	}
+	buckets, err := q.RateBucketsOf(ctx, commands.JoinUserBucket(id), commands.TurnBucket(id))
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range buckets {
+		rows.buckets = append(rows.buckets, rateBucketJSON{Kind: b.Kind, FullAt: ts(b.FullAt)})
 	}
 	return rows, nil
 }

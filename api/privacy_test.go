@@ -346,6 +346,7 @@ func TestExportHoldsSentMessagesAndAttempts(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)
 	u := e.signUp(t)
+	before := time.Now().Add(-time.Second) // the server's clock may be a little behind
 	wantStatus(t, e.do(t, "POST", "/user/login", map[string]any{"email": u.Email, "password": "wrong password"}, ""), http.StatusUnauthorized)
 	wantStatus(t, e.do(t, "POST", "/user/login", map[string]any{"email": u.Email, "password": u.Password}, ""), http.StatusOK)
 	wantDetail(t, e.join(t, u, "ZZZZZZZZ"), http.StatusNotFound, "Invite code not found")
@@ -363,6 +364,10 @@ func TestExportHoldsSentMessagesAndAttempts(t *testing.T) {
 			ClientAddress *string  `json:"client_address"`
 			Times         []string `json:"times"`
 		} `json:"rate_limit_records"`
+		RateLimitBuckets []struct {
+			Kind   string    `json:"kind"`
+			FullAt time.Time `json:"full_at"`
+		} `json:"rate_limit_buckets"`
 	}
 	if err := json.Unmarshal(res.Body, &export); err != nil {
 		t.Fatal(err)
@@ -396,6 +401,19 @@ func TestExportHoldsSentMessagesAndAttempts(t *testing.T) {
 		if kinds[k] != n {
 			t.Errorf("the export's rate_limit_records hold %d times of %q, want %d: %v", kinds[k], k, n, export.RateLimitRecords)
 		}
+	}
+
+	// The allowances the user spent: joins and turns, each whole again
+	// later than the attempts that spent them.
+	var spent []string
+	for _, b := range export.RateLimitBuckets {
+		spent = append(spent, b.Kind)
+		if !b.FullAt.After(before) {
+			t.Errorf("the export's %s bucket is full at %s, before the user spent it (%s)", b.Kind, b.FullAt, before)
+		}
+	}
+	if diff := cmp.Diff([]string{"join-user", "turns"}, spent); diff != "" {
+		t.Errorf("the export's rate_limit_buckets (-want +got):\n%s", diff)
 	}
 
 	// The buckets keyed by the user's id: failed joins, joins, turns.

@@ -372,7 +372,7 @@ func (c *Classroom) limitJoin(ctx context.Context, userID int64, addr string) (r
 		rate   ratelimit.Rate
 	}{
 		{"join-addr:" + addr, lim.JoinAddress},
-		{joinUserBucket(userID), lim.JoinUser},
+		{JoinUserBucket(userID), lim.JoinUser},
 	} {
 		d, err := c.limiter.Allow(ctx, b.bucket, b.rate)
 		if err != nil {
@@ -396,8 +396,8 @@ func (c *Classroom) limitJoin(ctx context.Context, userID int64, addr string) (r
 // a class (the export shows it; erasure deletes it).
 func JoinFailBucket(userID int64) string { return "join-fail:" + strconv.FormatInt(userID, 10) }
 
-// joinUserBucket is the token bucket of a user's attempts to join a class.
-func joinUserBucket(userID int64) string { return "join-user:" + strconv.FormatInt(userID, 10) }
+// JoinUserBucket is the token bucket of a user's attempts to join a class.
+func JoinUserBucket(userID int64) string { return "join-user:" + strconv.FormatInt(userID, 10) }
 
 func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggregates.Enrollment, Result, error) {
 	code = NormalizeInviteCode(code)

@@ -107,7 +107,7 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		{`UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND revoked_at IS NULL`, []any{u.ID}},
 		{`DELETE FROM idempotency_keys WHERE user_id = $1`, []any{u.ID}},
 		{`DELETE FROM rate_windows WHERE bucket = $1`, []any{JoinFailBucket(u.ID)}},
-		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{joinUserBucket(u.ID)}},
+		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{JoinUserBucket(u.ID)}},
 		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{TurnBucket(u.ID)}},
 		{`DELETE FROM unique_claims WHERE scope = $1 AND owner = $2`, []any{emailScope, stream}},
 		// The blobs before the chunks: indexing holds a document's blob

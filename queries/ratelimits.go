@@ -48,3 +48,28 @@ func (q *DB) RateRecordsOf(ctx context.Context, email string, buckets ...string)
 		return r, nil
 	})
 }
+
+// RateBucket is a token bucket keyed by a user's id: when it is full again
+// (FullAt; until then the user has spent some of its allowance).
+type RateBucket struct {
+	// Kind is what the bucket limits: "turns" (practice turns), "join-user"
+	// (class joins).
+	Kind   string
+	FullAt time.Time
+}
+
+// RateBucketsOf reads the token buckets named, those that exist, in bucket
+// order.
+func (q *DB) RateBucketsOf(ctx context.Context, buckets ...string) ([]RateBucket, error) {
+	rows, err := q.pool.Query(ctx, `SELECT bucket, tat FROM rate_buckets WHERE bucket = ANY($1) ORDER BY bucket`, buckets)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (RateBucket, error) {
+		var bucket string
+		var b RateBucket
+		err := row.Scan(&bucket, &b.FullAt)
+		b.Kind, _, _ = strings.Cut(bucket, ":")
+		return b, err
+	})
+}
