@@ -68,6 +68,20 @@ func TestEnrollmentDecisions(t *testing.T) {
 			wantErr: &derrors.FieldError{},
 		},
 		{
+			// The partner admits the student: the code only says where they
+			// came from (docs/decisions.md), and is not used up.
+			name: "a partner may name a revoked assistant code of the class",
+			when: create(with(func(c *aggregates.CreateEnrollment) {
+				c.Class = given(aggregates.EvolveClass, classWith(events.InviteCodeRevoked{ClassID: 9, OrgID: 1, InviteCodeID: 12, Code: "ASSIST22"})...)
+				c.InviteCodeID = ptr[int64](12)
+			})),
+			then: []events.Event{func() events.EnrollmentCreated {
+				e := enrollmentCreated
+				e.InviteCodeID = ptr[int64](12)
+				return e
+			}()},
+		},
+		{
 			name:    "an invite code of another class is invalid",
 			when:    create(with(func(c *aggregates.CreateEnrollment) { c.InviteCodeID = ptr[int64](99) })),
 			wantErr: &derrors.FieldError{},
