@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -34,7 +33,7 @@ func projectionsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			_, _ = fmt.Fprintln(w, "PROJECTION\tEVENT ID\tTYPE\tSTREAM\tPOSITION\tSTATUS\tFAILURES\tLAST FAILED\tRESOLVED BY\tERROR")
 			for _, d := range letters {
 				by := d.ResolvedBy
@@ -63,7 +62,7 @@ func projectionsCmd() *cobra.Command {
 				if err := projections.ResolveDeadLetter(cmd.Context(), pool, args[0], args[1], action, actor); err != nil {
 					return err
 				}
-				fmt.Printf("%s of event %s asked of projection %s; it restarts within a second wherever it runs\n", action, args[1], args[0])
+				fmt.Fprintf(cmd.OutOrStdout(), "%s of event %s asked of projection %s; it restarts within a second wherever it runs\n", action, args[1], args[0])
 				return nil
 			},
 		}

@@ -52,6 +52,16 @@ func eventsCmd() *cobra.Command {
 			if err := f.Validate(); err != nil {
 				return err
 			}
+			// Every flag is checked before the output is opened: a
+			// refused export leaves an existing file as it was.
+			exportTo := history.Export
+			switch format {
+			case "lines":
+			case "cloudevents":
+				exportTo = history.ExportCloudEvents
+			default:
+				return fmt.Errorf("--format %q: want lines or cloudevents", format)
+			}
 			store, closeStore, err := openOpenedEventStore(cmd.Context())
 			if err != nil {
 				return err
@@ -70,20 +80,16 @@ func eventsCmd() *cobra.Command {
 				}()
 				w = file
 			}
-			exportTo := history.Export
-			switch format {
-			case "lines":
-			case "cloudevents":
-				exportTo = history.ExportCloudEvents
-			default:
-				return fmt.Errorf("--format %q: want lines or cloudevents", format)
-			}
 			// Lines written, counted for the progress report on stderr.
 			progress := newProgress(cmd.ErrOrStderr(), -1, "export")
-			n, err := exportTo(cmd.Context(), store, &lineCounter{w: w, lines: progress.update}, f)
+			written := &lineCounter{w: w, lines: progress.update}
+			n, err := exportTo(cmd.Context(), store, written, f)
 			progress.done()
 			if err != nil {
-				return fmt.Errorf("export stopped after %d events: %w", n, err)
+				// The lines that reached the output, not those the export
+				// had buffered: an incremental export goes on after the
+				// output's last line.
+				return fmt.Errorf("export stopped after %d events written: %w", written.n, err)
 			}
 			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "exported %d events\n", n)
 			return nil
@@ -110,7 +116,7 @@ func openOpenedEventStore(ctx context.Context) (eventstore.Store, func(), error)
 	if err != nil {
 		return nil, nil, err
 	}
-	sealer, keys, pool, err := openSealer(ctx, "the export opens personal fields with it")
+	sealer, keys, pool, err := openSealer(ctx, "the export opens personal fields with it", env.readDataKeys)
 	if err != nil {
 		closeStore()
 		return nil, nil, err
@@ -157,11 +163,11 @@ func listenForErasures(ctx context.Context, pool *pgxpool.Pool, keys *personal.K
 // key of personal data (and the previous one, during a rotation) from the
 // environment, and the pool to close: an error, saying why the key is
 // needed, when none is set.
-func openSealer(ctx context.Context, why string) (*personal.Sealer, *personal.Keys, *pgxpool.Pool, error) {
+func openSealer(ctx context.Context, why string, dataKeys func(env) ([]byte, []byte, error)) (*personal.Sealer, *personal.Keys, *pgxpool.Pool, error) {
 	e, err := readEnv(false)
 	var key, previous []byte
 	if err == nil {
-		key, previous, err = e.dataKeys()
+		key, previous, err = dataKeys(e)
 	}
 	if err == nil && key == nil {
 		err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: " + why)
@@ -222,7 +228,7 @@ func copyCmd() *cobra.Command {
 				to = os.Getenv("EVENTSTORE_URL")
 			}
 			if !strings.HasPrefix(to, "esdb://") && !strings.HasPrefix(to, "esdb+discover://") {
-				return fmt.Errorf("--to: want an EventStoreDB connection string such as esdb://localhost:2113?tls=false, got %q", to)
+				return fmt.Errorf("--to: want an EventStoreDB connection string such as esdb://localhost:2113?tls=false, got %q", to) // its password masked by redact
 			}
 			ctx := cmd.Context()
 			pool, err := connectEnv(ctx)
@@ -286,7 +292,7 @@ func sealCmd() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			sealer, _, pool, err := openSealer(ctx, "sealing needs it")
+			sealer, _, pool, err := openSealer(ctx, "sealing needs it", env.dataKeys)
 			if err != nil {
 				return err
 			}

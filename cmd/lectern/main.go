@@ -4,6 +4,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -26,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"lectern/api"
+	"lectern/api/validation"
 	"lectern/auth"
 	"lectern/commands"
 	"lectern/eventstore"
@@ -54,7 +57,89 @@ func root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	cmd.AddCommand(serveCmd(), migrateCmd(), usersCmd(), eventsCmd(), replayCmd(), projectionsCmd(), keysCmd(), healthcheckCmd())
+	harden(cmd)
 	return cmd
+}
+
+// harden makes every command below root refuse what it does not know, and
+// keep secrets out of its errors: a group (keys, events, ...) given an
+// unknown subcommand fails, as root does, instead of showing its help and
+// exiting 0; and a password in a connection string, which several
+// packages echo in their errors, is masked.
+func harden(root *cobra.Command) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c != root && c.HasSubCommands() && !c.Runnable() {
+			c.Args = unknownSubcommand
+			c.SuggestionsMinimumDistance = 2 // as root's
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+		}
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error { return redact(run(cmd, args)) }
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+}
+
+// unknownSubcommand is the Args of a group: no argument but a subcommand.
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return errors.New(msg)
+}
+
+// noArgs is the Args of a command that takes none: an argument is refused,
+// not ignored (`serve --projections false` would run the projections).
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unexpected argument %q for %q", args[0], cmd.CommandPath())
+	if args[0] == "true" || args[0] == "false" {
+		msg += ` (a boolean flag takes its value after "=", as in --projections=false)`
+	}
+	return errors.New(msg)
+}
+
+// urlPassword is the password of a URL's user information
+// (scheme://user:password@host), as connection strings carry it.
+var urlPassword = regexp.MustCompile("([A-Za-z][A-Za-z0-9+.-]*://[^/?#@:\\s\"'`]*):[^\\s\"'`]*@")
+
+// redactedError is an error whose message has its secrets masked.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redact masks in err's message the passwords of URLs (DATABASE_URL's
+// driver masks its own; EVENTSTORE_URL's, LECTERN_BROKER_URL's and --to's
+// are echoed by the packages that refuse them) and the values of the secret
+// variables, should any appear.
+func redact(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := urlPassword.ReplaceAllString(err.Error(), "${1}:xxxxx@")
+	for _, name := range []string{"LECTERN_JWT_KEY", "LECTERN_DATA_KEY", "LECTERN_DATA_KEY_PREVIOUS", "LECTERN_USER_PASSWORD"} {
+		if v := strings.TrimSpace(os.Getenv(name)); len(v) >= 8 {
+			msg = strings.ReplaceAll(msg, v, "xxxxx")
+		}
+	}
+	if msg == err.Error() {
+		return err
+	}
+	return &redactedError{msg: msg, err: err}
 }
 
 // env is the process environment Lectern reads.
@@ -189,18 +274,29 @@ func readEnv(needKey bool) (env, error) {
 }
 
 // dataKeys are the master key of personal data, nil when none is
-// configured (a command that reads events then shows their personal fields
-// sealed), and, during a rotation, the previous one (nil outside one).
+// configured, and, during a rotation, the previous one (nil outside one).
 // During a rotation both must exist already: a current key made here, or
 // on each replica, would open nothing the others wrote, and a previous one
-// made here would open nothing at all.
+// made here would open nothing at all. Nor does a command that only reads
+// (reading: export, replay) make one: a new key opens nothing, and a
+// misspelt LECTERN_DATA_KEY_FILE would leave a stray master key behind.
 func (e env) dataKeys() (key, previous []byte, err error) {
+	return e.loadDataKeys(false)
+}
+
+// readDataKeys is dataKeys for a command that only reads personal data:
+// the key file must exist.
+func (e env) readDataKeys() (key, previous []byte, err error) {
+	return e.loadDataKeys(true)
+}
+
+func (e env) loadDataKeys(reading bool) (key, previous []byte, err error) {
 	previous, err = masterKey(e.PreviousDataKey, e.PreviousDataKeyFile, auth.LoadKey)
 	if err != nil {
 		return nil, nil, fmt.Errorf("LECTERN_DATA_KEY_PREVIOUS: %w", err)
 	}
 	load := auth.LoadOrCreateKey
-	if previous != nil {
+	if previous != nil || reading {
 		load = auth.LoadKey
 	}
 	if key, err = masterKey(e.DataKey, e.DataKeyFile, load); err != nil {
@@ -219,14 +315,18 @@ func masterKey(hexKey, file string, load func(string) ([]byte, error)) ([]byte, 
 	var err error
 	switch {
 	case hexKey != "":
-		key, err = auth.DecodeKey(hexKey)
+		// Not auth.DecodeKey: its errors speak of a signing key, and
+		// quote the offending character of the key.
+		if key, err = hex.DecodeString(strings.TrimSpace(hexKey)); err != nil {
+			return nil, errors.New("not hex: the data key must be 64 hex characters (32 bytes)")
+		}
 	case file != "":
 		key, err = load(file)
 	default:
 		return nil, nil
 	}
 	if err == nil && len(key) != 32 {
-		err = fmt.Errorf("the data key must be 32 bytes (64 hex characters), not %d", len(key))
+		err = fmt.Errorf("the data key must be 64 hex characters (32 bytes), not %d bytes", len(key))
 	}
 	return key, err
 }
@@ -349,6 +449,7 @@ func serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the HTTP API and run the projections",
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			e, err := readEnv(true)
 			if err != nil {
@@ -388,8 +489,6 @@ func serveCmd() *cobra.Command {
 					return err
 				}
 			}
-			stopBackground := svc.RunBackground(context.WithoutCancel(ctx), withProjections)
-
 			srv := &http.Server{
 				Addr:              net.JoinHostPort("", e.Port),
 				Handler:           svc.Handler,
@@ -399,6 +498,13 @@ func serveCmd() *cobra.Command {
 				IdleTimeout:       120 * time.Second,
 				ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 			}
+			// The port first: one that is taken (or no port) is an error
+			// before anything says it serves or a projection starts.
+			ln, err := net.Listen("tcp", srv.Addr)
+			if err != nil {
+				return err
+			}
+			stopBackground := svc.RunBackground(context.WithoutCancel(ctx), withProjections)
 			if addr := os.Getenv("LECTERN_PPROF_ADDR"); addr != "" {
 				// Profiling on its own (private) address, never on the API's.
 				go func() {
@@ -416,7 +522,7 @@ func serveCmd() *cobra.Command {
 				}()
 			}
 			errc := make(chan error, 1)
-			go func() { errc <- srv.ListenAndServe() }()
+			go func() { errc <- srv.Serve(ln) }()
 			log.Info("lectern serving", "addr", srv.Addr, "projections", withProjections)
 
 			select {
@@ -451,6 +557,7 @@ func migrateCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply pending database migrations",
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pool, err := connectEnv(cmd.Context())
 			if err != nil {
@@ -460,7 +567,7 @@ func migrateCmd() *cobra.Command {
 			if err := migrations.Up(cmd.Context(), pool); err != nil {
 				return err
 			}
-			fmt.Println("migrations applied")
+			fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
 			return nil
 		},
 	}
@@ -473,6 +580,7 @@ func usersCmd() *cobra.Command {
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a user (with --admin: an administrator; an existing user is made admin)",
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if email == "" || name == "" {
 				return errors.New("--email and --name are required")
@@ -482,6 +590,15 @@ func usersCmd() *cobra.Command {
 			}
 			if len(password) < 8 {
 				return errors.New("a password of at least 8 characters is required (--password or LECTERN_USER_PASSWORD)")
+			}
+			// What sign-up and login accept: an account they would refuse
+			// could never log in.
+			vals, verrs := newUserBody.Validate(nil, map[string]any{"email": email, "password": password, "name": name})
+			if len(verrs) > 0 {
+				return fmt.Errorf("users create: %w", verrs)
+			}
+			if normalized, ok := vals.String("email"); ok {
+				email = normalized
 			}
 			e, err := readEnv(false)
 			if err != nil {
@@ -512,7 +629,7 @@ func usersCmd() *cobra.Command {
 			} else if err != nil {
 				return err
 			}
-			fmt.Printf("user %d %s roles=%s\n", user.ID, user.Email, strings.Join(user.Roles, ","))
+			fmt.Fprintf(cmd.OutOrStdout(), "user %d %s roles=%s\n", user.ID, user.Email, strings.Join(user.Roles, ","))
 			return nil
 		},
 	}
@@ -523,6 +640,15 @@ func usersCmd() *cobra.Command {
 	users.AddCommand(create)
 	return users
 }
+
+// newUserBody is what POST /user/signup accepts of an account (api's
+// signupBody; login takes passwords up to the same 128 characters), for
+// `users create`: --email, --password and --name as flags.
+var newUserBody = validation.Schema{Fields: []validation.Field{
+	{Name: "email", Kind: validation.Email, Required: true},
+	{Name: "password", Kind: validation.String, Required: true, MinLength: 8, MaxLength: 128},
+	{Name: "name", Kind: validation.String, Required: true, MinLength: 1, MaxLength: 200},
+}}
 
 func pprofMux() *http.ServeMux {
 	mux := http.NewServeMux()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,7 +42,12 @@ func replayCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			dataKey, previous, err := e.dataKeys()
+			// Without the key the read models would be rebuilt from the
+			// sealed fields' placeholders: every user "erased".
+			dataKey, previous, err := e.readDataKeys()
+			if err == nil && dataKey == nil {
+				err = errors.New("set LECTERN_DATA_KEY or LECTERN_DATA_KEY_FILE: the replay opens personal fields with it (without it the read models would hold the placeholders of erased data)")
+			}
 			if err != nil {
 				return err
 			}
