@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -153,6 +154,29 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 	}
 	k.remember(subject, aead, since)
 	return aead, nil
+}
+
+// Verify checks that the master key (or, during a rotation, the previous
+// one) opens a subject key of the database, if it holds any: a process
+// given another master key would read no personal field, and seal new
+// subjects' fields under keys that no other process can open.
+func (k *Keys) Verify(ctx context.Context) error {
+	var subject string
+	var wrapped []byte
+	err := k.db.QueryRow(ctx, `SELECT subject, wrapped FROM subject_keys WHERE wrapped IS NOT NULL LIMIT 1`).Scan(&subject, &wrapped)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		return nil // nothing sealed yet (or not migrated yet): any key will do
+	case err != nil:
+		return fmt.Errorf("personal: read a subject key to check the master key: %w", err)
+	}
+	raw, _, err := k.unwrapRaw(subject, wrapped)
+	if err != nil {
+		return fmt.Errorf("the master key of personal data does not open this database's subject keys: %w", err)
+	}
+	clear(raw)
+	return nil
 }
 
 // unwrap opens the subject's wrapped key under the master key, or, during

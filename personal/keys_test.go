@@ -82,6 +82,34 @@ func TestKeysInPostgreSQL(t *testing.T) {
 	}
 }
 
+// A process given another master key finds out at start (Verify), before
+// it seals anything under keys no other process could open; the right key,
+// the previous one during a rotation, and a database with no subject key
+// yet pass.
+func TestVerifyTheMasterKey(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Fresh(t)
+	master, other := masterKey(t), masterKey(t)
+	a, _ := personal.NewKeys(db, master)
+	if err := a.Verify(ctx); err != nil {
+		t.Fatalf("no subject key yet: %v", err)
+	}
+	if _, err := a.Key(ctx, "user-7", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Verify(ctx); err != nil {
+		t.Errorf("the master key that made the keys: %v", err)
+	}
+	wrong, _ := personal.NewKeys(db, other)
+	if err := wrong.Verify(ctx); err == nil || !strings.Contains(err.Error(), "does not open this database's subject keys") {
+		t.Errorf("another master key: %v, want refused", err)
+	}
+	rotating, _ := personal.NewRotatingKeys(db, other, master)
+	if err := rotating.Verify(ctx); err != nil {
+		t.Errorf("during a rotation away from the key that made them: %v", err)
+	}
+}
+
 // A page of events needs its keys in one statement: after Prefetch, opening
 // the page asks the database nothing (its pool is closed), erased subjects
 // included.

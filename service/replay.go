@@ -14,7 +14,10 @@ import (
 // NewReplayer returns a replayer of the read models over the event store cfg
 // selects, and the function that closes what it opened.
 func NewReplayer(ctx context.Context, cfg Config) (*projections.Replayer, func(), error) {
-	_, sealer, err := newSealer(cfg)
+	keys, sealer, err := newSealer(cfg)
+	if err == nil && keys != nil {
+		err = keys.Verify(ctx)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

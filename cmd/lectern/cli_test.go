@@ -316,3 +316,29 @@ func withStderr(t *testing.T, f func() error) (string, error) {
 	_ = w.Close()
 	return <-got, ferr
 }
+
+// A master key of personal data that does not open the database's subject
+// keys (another deployment's, a misspelt key file made afresh) is refused
+// by every command that seals or opens personal fields, before it does
+// anything: with it, serve would read no one's data and seal new users'
+// under keys no other process can open.
+func TestAnotherMasterKeyIsRefused(t *testing.T) {
+	pool, url := pgtest.FreshURL(t)
+	runCLI(t, url, "users", "create", "--email", "ann@example.com", "--name", "Ann", "--password", "long enough")
+	other := map[string]string{"LECTERN_DATA_KEY": strings.Repeat("cd", 32)}
+	for _, args := range [][]string{
+		{"users", "create", "--email", "bob@example.com", "--name", "Bob", "--password", "long enough"},
+		{"events", "export", "-o", os.DevNull},
+		{"events", "seal"},
+		{"replay", "accounts"},
+		// serve builds its service as users create does (build).
+	} {
+		if _, err := cli(t, url, other, args...); err == nil || !strings.Contains(err.Error(), "does not open this database's subject keys") {
+			t.Errorf("lectern %s with another master key: %v, want refused", strings.Join(args, " "), err)
+		}
+	}
+	var users int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM events WHERE event_type = 'user.signed_up'`).Scan(&users); err != nil || users != 1 {
+		t.Errorf("%d users signed up (%v) after the refused commands, want Ann alone", users, err)
+	}
+}

@@ -180,11 +180,26 @@ func openSealer(ctx context.Context, why string, dataKeys func(env) ([]byte, []b
 		return nil, nil, nil, err
 	}
 	keys, err := personal.NewRotatingKeys(pool, key, previous)
+	if err == nil {
+		err = keys.Verify(ctx)
+	}
 	if err != nil {
 		pool.Close()
 		return nil, nil, nil, err
 	}
 	return personal.NewSealer(keys), keys, pool, nil
+}
+
+// verifyDataKey refuses a master key of personal data that does not open
+// the database's subject keys (a key of another deployment, a misspelt key
+// file made afresh): with it, a process would read no personal field and
+// seal new ones under keys no other process can open.
+func verifyDataKey(ctx context.Context, pool *pgxpool.Pool, key, previous []byte) error {
+	keys, err := personal.NewRotatingKeys(pool, key, previous)
+	if err != nil {
+		return err
+	}
+	return keys.Verify(ctx)
 }
 
 // openEventStore opens the event store the service runs on: EventStoreDB

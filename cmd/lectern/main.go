@@ -430,6 +430,10 @@ func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider
 			attrs = append(attrs, "previous_key_id", personal.KeyID(previous))
 		}
 		log.Info("master key of personal data", attrs...)
+		if err := verifyDataKey(ctx, pool, dataKey, previous); err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
 	}
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, DataKey: dataKey, PreviousDataKey: previous,
 		AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
