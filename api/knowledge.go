@@ -48,7 +48,7 @@ var (
 // knowledgeOperations are the knowledge documents (seed 2.11, 4.7, 4.8; DESIGN §6, §7).
 func (s *Server) knowledgeOperations() []operation {
 	return []operation{
-		{method: http.MethodPost, path: "/user/document", id: "upload_document", tag: "knowledge", auth: true,
+		{method: http.MethodPost, path: "/user/document", id: "upload_document", tag: "knowledge", auth: true, idempotent: true,
 			summary: "Upload a knowledge document: JSON {title, content}, or multipart/form-data with a file (text, Markdown, PDF)",
 			ownBody: &createDocumentBody, status: 201, response: "KnowledgeDocument", errors: []int{401},
 			location: &locatedBy{get: "get_document", id: "knowledge_id"}, handle: s.createDocument},

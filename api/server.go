@@ -6,7 +6,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -262,6 +264,17 @@ func (s *Server) serve(op operation) http.Handler {
 				in.body, errs = v, append(errs, e...)
 			}
 		}
+		if op.ownBody != nil && op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
+			// The handler reads its own body, and the key's record needs
+			// it too: read once, kept for both.
+			raw, err := readBody(r.Body)
+			if err != nil {
+				writeError(w, r, s.deps.Logger, err)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(raw))
+			body = sameAcrossRetries(r.Header.Get("Content-Type"), raw)
+		}
 		if len(errs) > 0 {
 			writeError(w, r, s.deps.Logger, errs)
 			return
@@ -305,6 +318,18 @@ func (s *Server) serve(op operation) http.Handler {
 			writeError(w, r, s.deps.Logger, err)
 		}
 	})
+}
+
+// sameAcrossRetries is what an Idempotency-Key's record keeps of a body the
+// handler reads itself: the body, but a form's boundary, which a client
+// draws afresh for each request (curl, browsers), so that a retry of the
+// same upload is the same request.
+func sameAcrossRetries(contentType string, body []byte) []byte {
+	mt, params, err := mime.ParseMediaType(contentType)
+	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
+		return body
+	}
+	return bytes.ReplaceAll(body, []byte("--"+params["boundary"]), []byte("--boundary"))
 }
 
 func correlationID(r *http.Request) string {

@@ -138,10 +138,18 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	if jerr != nil {
 		// Neither indexed nor queued: the caller hears of it (a retry with
 		// its Idempotency-Key finds the document recorded, and indexes it).
-		return doc, 0, res, jerr // not err: an embedder's answer may quote the document
+		// Not err: an embedder's answer may quote the document. jerr only
+		// for the log: whatever refused the job, the answer is this one.
+		return doc, 0, res, fmt.Errorf("%w (queueing its reindex job: %v)", errNotIndexed, jerr)
 	}
 	return doc, 0, jobRes, nil // the later position: a read after the answer sees the job too
 }
+
+// errNotIndexed answers an upload that recorded its document but could
+// neither index it nor queue its reindex job: a 503 (not a 500, which the
+// upload does not answer), since the same request may be sent again.
+var errNotIndexed = derrors.New(derrors.ErrUnavailable,
+	"The document was recorded but could not be indexed; retry in a moment (a write with the same Idempotency-Key)")
 
 // UpdateSettings applies a merge update of a document's search settings.
 func (k *Knowledge) UpdateSettings(ctx context.Context, c aggregates.UpdateKnowledgeSettings) (aggregates.KnowledgeDocument, Result, error) {
