@@ -11,6 +11,7 @@ const state = {
   refresh: localStorage.getItem("lectern.refresh"),
   position: "", // the last write's X-Event-Position: reads wait for it
   session: null, // the open session's id; null: the next turn starts one
+  responses: new Set(), // the ids of the open session's responses the page shows as recorded
   busy: false,
   email: "",
   verificationToken: "",
@@ -40,7 +41,7 @@ async function request(method, path, body, opts = {}) {
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (state.access && !opts.anonymous) headers["Authorization"] = "Bearer " + state.access;
   if (method === "GET" && state.position) headers["X-Min-Position"] = state.position;
-  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: opts.signal });
   if (res.status === 401 && !opts.anonymous && !opts.retried && state.refresh && (await refreshTokens())) {
     return request(method, path, body, Object.assign({}, opts, { retried: true }));
   }
@@ -204,6 +205,7 @@ function markCurrent() {
 
 function newSession() {
   state.session = null;
+  state.responses = new Set();
   $("turns").replaceChildren();
   $("empty").hidden = false;
   markCurrent();
@@ -212,8 +214,15 @@ function newSession() {
 
 // openSession shows a past session's turns, to read or to continue.
 async function openSession(id) {
-  const s = await json("GET", "/user/practice/sessions/" + id);
+  showSession(await json("GET", "/user/practice/sessions/" + id));
+  setStatus("");
+}
+
+// showSession puts the page on s, a session as read (GET), showing its
+// recorded turns.
+function showSession(s) {
   state.session = s.session_id;
+  state.responses = new Set(s.responses.map((r) => r.response_id));
   $("turns").replaceChildren();
   $("empty").hidden = true;
   if (s.class_id) $("class").value = String(s.class_id);
@@ -228,7 +237,6 @@ async function openSession(id) {
     turn.el.dataset.recorded = "true";
   }
   markCurrent();
-  setStatus("");
 }
 
 // A turn on screen: the prompt, then a column per model.
@@ -302,6 +310,15 @@ function renderTurn(prompt, models) {
         if (c.col.dataset.state === "streaming") this.fail(name, { kind: "error", message: reason });
       }
     },
+    // interrupt marks the columns still streaming as cut short, keeping
+    // what they had received.
+    interrupt() {
+      for (const [, c] of columns) {
+        if (c.col.dataset.state !== "streaming") continue;
+        c.col.dataset.state = "error";
+        c.foot.textContent = "interrupted";
+      }
+    },
   };
 }
 
@@ -359,13 +376,15 @@ async function send() {
   $("prompt").value = "";
   setStatus("Asking " + models.join(", ") + "…");
   const turn = renderTurn(prompt, models);
-  // The session the stream names becomes the page's only once the turn may
-  // be recorded (a failed turn records nothing, not even a new session), and
+  const continuing = state.session; // null: a first turn, whose session exists only once the turn is recorded
+  // The session the stream names becomes the page's only once the turn is
+  // recorded (a failed turn records nothing, not even a new session), and
   // only while the turn is on the page (New, or another session opened, has
   // not replaced it).
   let session = null;
-  let recorded = false;
-  let failure = "";
+  let recorded = false; // the turn event came: the turn is recorded
+  let failure = ""; // a turn-level error event: nothing is recorded
+  let cause = null; // what ended the turn before its turn event
   try {
     const res = await request("POST", path, { prompt_text: prompt, model_names: models }, { headers: { Accept: "text/event-stream" } });
     if (!res.ok || !(res.headers.get("Content-Type") || "").startsWith("text/event-stream")) {
@@ -391,31 +410,94 @@ async function send() {
           for (const r of data.results) turn.finish(r);
           session = data.session_id;
           recorded = true;
+          if (turn.el.isConnected) {
+            if (!continuing) state.responses = new Set();
+            for (const r of data.results) state.responses.add(r.response_id);
+          }
           break;
       }
     });
-    if (!recorded) throw new Error(failure || "The answer was cut short; the turn may still be recorded: reopen the session.");
-    turn.el.dataset.recorded = "true";
-    if (turn.el.isConnected) {
-      state.session = session;
-      setStatus("");
-    }
-    await loadSessions();
   } catch (err) {
-    if (!turn.el.isConnected) return; // the page has moved on
-    if (session && !failure) state.session = session; // cut short: it may yet be recorded
-    turn.abort(err.message);
-    turn.el.dataset.recorded = "false";
-    if (!state.session) {
-      // Nothing was started: the prompt goes back to be sent again.
-      turn.el.remove();
-      if (!$("prompt").value) $("prompt").value = prompt;
+    cause = err;
+  }
+  try {
+    if (recorded) {
+      turn.el.dataset.recorded = "true";
+      if (turn.el.isConnected) {
+        state.session = session;
+        setStatus("");
+      }
+      await loadSessions().catch((err) => turn.el.isConnected && setStatus(err.message, true));
+      return;
     }
-    setStatus(err.message, true);
+    if (!turn.el.isConnected) return; // the page has moved on
+    turn.el.dataset.recorded = "false";
+    if (failure || cause instanceof APIError) {
+      // Refused, or every model failed: nothing is recorded.
+      turn.abort(failure || cause.message);
+      notRecorded(turn, prompt, continuing);
+      setStatus(failure || cause.message, true);
+      return;
+    }
+    // Interrupted: the stream ended (the connection closed, or the body
+    // ended) before the event that says the turn is recorded, and without a
+    // turn-level error. The server records a turn once its models have
+    // ended, whether or not the page still listens, and nothing in the
+    // stream before that event tells whether it will: the page takes the
+    // turn as not recorded, unless its session, read again, holds it.
+    turn.interrupt();
+    await settleInterrupted(turn, prompt, continuing, session);
   } finally {
     state.busy = false;
     $("send").disabled = false;
   }
+}
+
+// notRecorded leaves the page as it was before a turn that was not
+// recorded: a first turn's session does not exist, so the page is back on
+// a new conversation; a later turn's session does, and the page stays on
+// it, the turn shown as it ended. Either way the prompt goes back to be
+// sent again (unless another one is being written).
+function notRecorded(turn, prompt, continuing) {
+  if (!continuing) {
+    turn.el.remove();
+    state.session = null;
+    state.responses = new Set();
+    $("empty").hidden = $("turns").querySelector("article") !== null;
+    markCurrent();
+  }
+  if (!$("prompt").value) $("prompt").value = prompt;
+}
+
+// settleInterrupted settles an interrupted turn: it reads the session again
+// (the one the turn continued, or else the one its stream named; none if the
+// stream ended before naming it). If the session has the turn, recorded
+// after all, the page shows the session as recorded; otherwise the turn is
+// not recorded as far as the page can tell (it may still be, later: the
+// session list will then show it).
+async function settleInterrupted(turn, prompt, continuing, named) {
+  const id = continuing || named;
+  let found = null;
+  if (id) {
+    setStatus("The answer was interrupted: checking whether the turn was recorded…");
+    try {
+      const signal = typeof AbortSignal.timeout === "function" ? AbortSignal.timeout(15000) : undefined;
+      const s = await json("GET", "/user/practice/sessions/" + id, undefined, { signal });
+      // Its responses the page did not show before, to this prompt.
+      if (s.responses.some((r) => !state.responses.has(r.response_id) && r.prompt_text === prompt)) found = s;
+    } catch {
+      // 404: not recorded (not yet, at least); or the server cannot be reached.
+    }
+    if (!turn.el.isConnected) return; // the page has moved on meanwhile
+  }
+  if (found) {
+    showSession(found);
+    setStatus("The answer was interrupted, but the turn was recorded: it is shown as the server has it.");
+    await loadSessions().catch(() => {});
+    return;
+  }
+  notRecorded(turn, prompt, continuing);
+  setStatus("The answer was interrupted before the turn was recorded: your prompt is back in the box, to send again.", true);
 }
 
 function start() {

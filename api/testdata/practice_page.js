@@ -53,14 +53,59 @@ const document = {
 const store = new Map([["lectern.access", access], ["lectern.refresh", refresh]]);
 const localStorage = { getItem: (k) => store.get(k) ?? null, setItem: (k, v) => store.set(k, String(v)), removeItem: (k) => store.delete(k) };
 const posted = []; // "POST /path" of each request the page sent
+const reread = []; // the path of each GET of one session the page sent
+let cutNext = null; // how the next streamed turn is cut short (see cutShort)
 const realFetch = fetch;
 Object.assign(globalThis, {
   document, localStorage,
   fetch(path, opts) {
     if (opts.method === "POST") posted.push("POST " + path);
-    return realFetch(base + path, opts);
+    if (opts.method === "GET" && /^\/user\/practice\/sessions\/\d+$/.test(path)) reread.push(path);
+    const res = realFetch(base + path, opts);
+    const cut = cutNext;
+    if (!cut || (opts.headers || {}).Accept !== "text/event-stream") return res;
+    cutNext = null;
+    return res.then((r) => cutShort(r, cut));
   },
 });
+
+// cutShort is r, a turn's stream, cut short as a lost connection or a
+// proxy that ends the body would: its events go through up to and
+// including the first named cut.after, or up to the first named cut.before,
+// then the real response is dropped (the server sees its client leave) and
+// the page's body errors as undici's does when the connection is lost
+// (cut.how "drop") or just ends (cut.how "end").
+function cutShort(r, cut) {
+  if (!(r.headers.get("Content-Type") || "").startsWith("text/event-stream")) return r;
+  const reader = r.body.getReader();
+  const decoder = new TextDecoder();
+  const encoder = new TextEncoder();
+  let buf = "";
+  const body = new ReadableStream({
+    async pull(out) {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return out.close(); // it ended before the cut
+        buf += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, end + 2);
+          buf = buf.slice(end + 2);
+          const name = (/^event: (.*)$/m.exec(block) || [])[1];
+          if (name && name === cut.before) return stop(out);
+          out.enqueue(encoder.encode(block));
+          if (name && name === cut.after) return stop(out);
+        }
+      }
+    },
+  });
+  async function stop(out) {
+    await reader.cancel();
+    if (cut.how === "drop") out.error(new TypeError("terminated"));
+    else out.close();
+  }
+  return new Response(body, { status: r.status, statusText: r.statusText, headers: r.headers });
+}
 
 const $ = (id) => document.getElementById(id);
 const busy = () => vm.runInThisContext("state.busy"); // app.js's own state
@@ -85,6 +130,17 @@ async function ask(model, prompt, wait = true) {
 // since returns the POSTs the page sent from posted[mark] on.
 const since = (mark) => posted.slice(mark).join(", ");
 const lastTurn = () => $("turns").querySelectorAll("article").pop() || { dataset: {} };
+const session = () => vm.runInThisContext("state.session"); // the page's session, null for a new one
+// shown is what the page shows once a turn has ended: its status line, the
+// prompt box, the turns, and the session it is on.
+const shown = () => ({
+  Status: $("status").textContent,
+  StatusIsError: $("status").classes.has("error"),
+  Prompt: $("prompt").value,
+  Turns: $("turns").querySelectorAll("article").map((a) => a.dataset.recorded ?? ""),
+  Columns: $("turns").querySelectorAll("section").map((c) => c.dataset.state + ": " + c.querySelector(".text").textContent),
+  Session: session(),
+});
 
 const scenarios = {
   // A first turn whose every model fails, then a second turn.
@@ -105,6 +161,38 @@ const scenarios = {
     const mark = posted.length;
     await ask("echo", "a new conversation");
     return { Turns: turns, SecondRequested: since(mark) };
+  },
+  // A first turn whose connection is lost after its first delta (its one
+  // model then stalls until its timeout: the turn is never recorded), then
+  // a second turn.
+  async "cut-first"() {
+    cutNext = { after: "delta", how: "drop" };
+    await ask("stall", "an interrupted first prompt");
+    const cut = shown();
+    const mark = posted.length;
+    await ask("echo", "a second prompt");
+    return { Cut: cut, Reread: reread, NextRequested: since(mark), Next: shown() };
+  },
+  // A recorded first turn, then a second whose body ends after its first
+  // delta (never recorded, as above), then a third.
+  async "cut-later"() {
+    await ask("echo", "a recorded first prompt");
+    const first = session();
+    cutNext = { after: "delta", how: "end" };
+    await ask("stall", "an interrupted second prompt");
+    const cut = shown();
+    const mark = posted.length;
+    await ask("echo", "a third prompt");
+    return { First: first, Cut: cut, Reread: reread, NextRequested: since(mark), Next: shown() };
+  },
+  // A first turn whose connection is lost just before its turn event: the
+  // turn is recorded, but the page is not told so.
+  async "cut-before-turn"() {
+    cutNext = { before: "turn", how: "drop" };
+    await ask("echo", "a first prompt recorded unseen");
+    const cut = shown();
+    const listed = $("sessions").querySelectorAll("button").map((b) => b.dataset.session + (b.attrs["aria-current"] ? "*" : ""));
+    return { Cut: cut, Reread: reread, Listed: listed };
   },
 };
 
