@@ -163,7 +163,7 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 func (k *Keys) Verify(ctx context.Context) error {
 	var subject string
 	var wrapped []byte
-	err := k.db.QueryRow(ctx, `SELECT subject, wrapped FROM subject_keys WHERE wrapped IS NOT NULL LIMIT 1`).Scan(&subject, &wrapped)
+	err := k.db.QueryRow(ctx, `SELECT subject, wrapped FROM subject_keys WHERE wrapped IS NOT NULL ORDER BY subject LIMIT 1`).Scan(&subject, &wrapped)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table

@@ -24,14 +24,15 @@ func TestReplayDuringAKeyRotation(t *testing.T) {
 	e.settle(t)
 	before := snapshot(t, e.pool)
 
+	// The replay is refused before it starts (the key opens no subject
+	// key), or else fails on the first sealed event.
 	e.cfg.DataKey = newKey
 	r, closeStore, err := service.NewReplayer(context.Background(), e.cfg)
-	if err != nil {
-		t.Fatal(err)
+	if err == nil {
+		ps, _ := service.ReplayableProjections()
+		_, err = r.Replay(context.Background(), ps...)
+		closeStore()
 	}
-	ps, _ := service.ReplayableProjections()
-	_, err = r.Replay(context.Background(), ps...)
-	closeStore()
 	if err == nil || !strings.Contains(err.Error(), "LECTERN_DATA_KEY") {
 		t.Fatalf("a replay with the new key alone: %v, want an error naming LECTERN_DATA_KEY", err)
 	}

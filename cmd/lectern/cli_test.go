@@ -88,12 +88,13 @@ func TestExportRefusesABadFormatBeforeItsOutput(t *testing.T) {
 // incremental export can go on from the output's last line: not how many
 // it had read into a buffer it then dropped.
 func TestExportThatStopsCountsTheEventsItWrote(t *testing.T) {
-	_, url := pgtest.FreshURL(t)
+	pool, url := pgtest.FreshURL(t)
 	runCLI(t, url, "users", "create", "--email", "ann@example.com", "--name", "Ann", "--password", "long enough")
-	// A second user whose subject key another master key wrapped: the
-	// export stops there.
-	if _, err := cli(t, url, map[string]string{"LECTERN_DATA_KEY": strings.Repeat("cd", 32)},
-		"users", "create", "--email", "bob@example.com", "--name", "Bob", "--password", "long enough"); err != nil {
+	runCLI(t, url, "users", "create", "--email", "bob@example.com", "--name", "Bob", "--password", "long enough")
+	// The second user's subject key damaged (Ann's, which opens only as
+	// hers): the export stops there.
+	if _, err := pool.Exec(context.Background(), `UPDATE subject_keys SET wrapped = (SELECT wrapped FROM subject_keys WHERE subject = 'user-1')
+		WHERE subject = 'user-2'`); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "events.ndjson")

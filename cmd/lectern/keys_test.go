@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"os"
@@ -90,8 +91,11 @@ func TestKeysRotate(t *testing.T) {
 	}
 
 	// A key neither master key opens: reported, and the command fails.
-	strangerKey := strings.Repeat("ef", 32)
-	if _, err := cli(t, url, map[string]string{"LECTERN_DATA_KEY": strangerKey}, "users", "create", "--email", "bo@example.com", "--name", "Bo", "--password", "long enough"); err != nil {
+	stranger, err := personal.NewKeys(pool, bytes.Repeat([]byte{0xef}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stranger.Key(ctx, "user-99", true); err != nil {
 		t.Fatal(err)
 	}
 	out, err = cli(t, url, rotate, "keys", "rotate")
