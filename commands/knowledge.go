@@ -341,8 +341,8 @@ func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64, le
 	}
 	finish := aggregates.FinishReindex{KnowledgeID: knowledgeID, JobID: jobID, ChunksTotal: total}
 	if err != nil {
-		k.logger.Warn("reindex job failed", "job_id", jobID, "error", err)
-		msg := err.Error()
+		msg := jobError(err)
+		k.logger.Warn("reindex job failed", "job_id", jobID, "knowledge_id", knowledgeID, "error", msg)
 		finish.Error = &msg
 	}
 	wctx := WithMetadata(ctx, eventstore.Metadata{CorrelationID: fmt.Sprintf("reindex-job:%d", jobID),
@@ -362,6 +362,18 @@ func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64, le
 		chunks_done = CASE WHEN $2 = 'completed' THEN $5 ELSE chunks_done END
 		WHERE job_id = $1`, jobID, status, k.d.Now().UTC().Truncate(time.Microsecond), finish.Error, total)
 	return err
+}
+
+// jobError is what a failed reindex job keeps of its error, in its event
+// (in clear: it is no personal field), its row and the log: an embedder's
+// refusal by its status alone, as its answer may quote the document, which
+// the erasure could then not reach.
+func jobError(err error) string {
+	var refused *knowledge.StatusError
+	if errors.As(err, &refused) {
+		return fmt.Sprintf("embeddings: status %d (the embedder's answer is not kept: it may quote the document)", refused.Status)
+	}
+	return err.Error()
 }
 
 // unrequested puts back a job whose request is not recorded: its request

@@ -105,7 +105,7 @@ func (r *Remote) embed(ctx context.Context, texts []string) ([][]float32, error)
 		return nil, fmt.Errorf("embeddings: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("embeddings: status %d: %.200s", resp.StatusCode, raw)
+		return nil, &StatusError{Status: resp.StatusCode, Answer: string(raw)}
 	}
 	var parsed struct {
 		Data []struct {
@@ -130,4 +130,16 @@ func (r *Remote) embed(ctx context.Context, texts []string) ([][]float32, error)
 		out[d.Index] = d.Embedding
 	}
 	return out, nil
+}
+
+// StatusError is an embeddings endpoint's refusal: its status and its
+// answer, which may quote the texts it was given (what is kept of an
+// error, in a log or an event, takes the status alone).
+type StatusError struct {
+	Status int
+	Answer string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("embeddings: status %d: %.200s", e.Status, e.Answer)
 }

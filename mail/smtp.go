@@ -154,7 +154,9 @@ func (s *smtpSender) Send(ctx context.Context, m Message) error {
 		return fmt.Errorf("mail: from address: %w", err)
 	}
 	if err := msg.To(m.To); err != nil {
-		return fmt.Errorf("mail: recipient %q: %w", m.To, err)
+		// Neither the address nor go-mail's error, which quotes it: the
+		// log, which erasure cannot reach, keeps this.
+		return errors.New("mail: the recipient's address cannot be sent to")
 	}
 	msg.Subject(m.Subject)
 	msg.SetDate()
@@ -173,10 +175,44 @@ func (s *smtpSender) Send(ctx context.Context, m Message) error {
 			hint = " (the password is only sent over TLS or with a challenge-response mechanism; does the server offer STARTTLS, or should the URL be smtps://?)"
 		}
 		// Not the address: the log, which erasure cannot reach, keeps this.
-		return fmt.Errorf("mail: sending via %s:%d: %w%s", s.host, s.port, err, hint)
+		return fmt.Errorf("mail: sending via %s:%d: %w%s", s.host, s.port, withoutRecipient(err), hint)
 	}
 	return nil
 }
+
+// withoutRecipient is err without what names the recipient. go-mail's
+// SendError lists the recipients it concerns and quotes the server's reply,
+// which names them too ("550 5.1.1 <ann@example.com>: Recipient address
+// rejected"): of it, only the step that failed, the reply's codes and
+// whether it is temporary are kept. Other errors (dialling, TLS,
+// authentication) hold no address and are kept whole.
+func withoutRecipient(err error) error {
+	var sendErr *gomail.SendError
+	if !errors.As(err, &sendErr) {
+		return err
+	}
+	return &deliveryError{err: sendErr}
+}
+
+// deliveryError is a SendError told without its recipients and reply text.
+type deliveryError struct{ err *gomail.SendError }
+
+func (e *deliveryError) Error() string {
+	msg := e.err.Reason.String()
+	if code := e.err.ErrorCode(); code != 0 {
+		msg += ": the server answered " + strconv.Itoa(code)
+		if esc := e.err.EnhancedStatusCode(); esc != "" {
+			msg += " " + esc
+		}
+	}
+	if e.err.IsTemp() {
+		msg += " (temporary)"
+	}
+	return msg
+}
+
+// Unwrap keeps errors.Is and errors.As reaching go-mail's error.
+func (e *deliveryError) Unwrap() error { return e.err }
 
 // client builds a go-mail client per message: cheap, and it keeps
 // concurrent sends from sharing connection state.
