@@ -175,7 +175,7 @@ func (i *Identity) SendCode(ctx context.Context, email, addr string) (token stri
 	if err := i.limitAddress(ctx, "send-code", addr); err != nil {
 		return "", time.Time{}, err
 	}
-	_, d, err := i.limiter.Take(ctx, "send-code:"+email, i.limits.SendCode)
+	sent, d, err := i.limiter.Take(ctx, "send-code:"+email, i.limits.SendCode)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -198,7 +198,11 @@ func (i *Identity) SendCode(ctx context.Context, email, addr string) (token stri
 	body := fmt.Sprintf("Your Lectern verification code is %s. It expires in %d minutes.", code, int(CodeTTL.Minutes()))
 	if err := i.mail.Send(ctx, mail.Message{To: email, Subject: "Your Lectern verification code", Body: body}); err != nil {
 		// The mail server's failure, for the log (without the address);
-		// the caller may ask for a code again.
+		// the caller may ask for a code again, as the answer says: a code
+		// that was not sent does not count as one sent to the address.
+		if rerr := i.limiter.Return(context.WithoutCancel(ctx), sent); rerr != nil {
+			i.logger.Error("give back a code that was not sent", "error", rerr)
+		}
 		return "", time.Time{}, errors.Join(
 			derrors.New(derrors.ErrUnavailable, "The verification e-mail could not be sent; ask for a code again in a moment"), err)
 	}
@@ -322,7 +326,10 @@ func (i *Identity) passwordHash(ctx context.Context, userID int64) (string, erro
 		PasswordHash string `json:"password_hash"`
 	}
 	if len(first) == 0 || first[0].Type != "user.signed_up" || json.Unmarshal(first[0].Data, &legacy) != nil || legacy.PasswordHash == "" {
-		return "", fmt.Errorf("user %d has no credentials", userID)
+		// Erased (perhaps by a request still under way, which deleted the
+		// credentials before the account reads as erased): no password is
+		// the account's any more.
+		return "", errBadLogin
 	}
 	_, err = i.d.DB.Exec(ctx, `INSERT INTO credentials (user_id, password_hash, updated_at) VALUES ($1, $2, $3)
 		ON CONFLICT (user_id) DO NOTHING`, userID, legacy.PasswordHash, first[0].RecordedAt)
@@ -375,6 +382,9 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 		return Tokens{}, err
 	}
 	hash, err := i.passwordHash(ctx, user.ID)
+	if errors.Is(err, errBadLogin) {
+		auth.DummyVerify(password) // as for an unknown address
+	}
 	if err != nil {
 		return Tokens{}, err
 	}
@@ -385,8 +395,42 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 	if !ok {
 		return Tokens{}, errBadLogin
 	}
+	toks, err := i.issueFor(ctx, user, hash)
+	if err != nil {
+		return Tokens{}, err
+	}
 	i.loggedIn(ctx, attempt, email, addr)
-	return i.issue(ctx, user, uuid.New())
+	return toks, nil
+}
+
+// issueFor issues a new session's tokens for a login whose password matched
+// hash, provided hash is still the account's when the refresh token is
+// stored: a password change or an erasure that committed since the check
+// (which takes an argon2id verification's time) refuses the login, and one
+// under way makes it wait (the credentials row is read FOR SHARE, which the
+// change's UPDATE and the erasure's DELETE hold). Without it, a login
+// checked against the old password could store its session after the change
+// or the erasure had revoked the others, and outlive it.
+func (i *Identity) issueFor(ctx context.Context, user aggregates.User, hash string) (Tokens, error) {
+	family := uuid.New()
+	access, exp, err := i.tokens.IssueSessionAccess(user.ID, user.Roles, family.String())
+	if err != nil {
+		return Tokens{}, err
+	}
+	refresh, err := auth.NewOpaqueToken()
+	if err != nil {
+		return Tokens{}, err
+	}
+	tag, err := i.d.DB.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
+		SELECT $1, $2, $3, $4 FROM credentials WHERE user_id = $2 AND password_hash = $5 FOR SHARE`,
+		auth.HashSecret(refresh), user.ID, family, i.d.Now().Add(RefreshTTL), hash)
+	if err != nil {
+		return Tokens{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		return Tokens{}, errBadLogin // the password is no longer the account's
+	}
+	return Tokens{AccessToken: access, RefreshToken: refresh, ExpiresAt: exp}, nil
 }
 
 // issue creates an access token and a refresh token of family.
@@ -534,23 +578,30 @@ func (i *Identity) ChangePassword(ctx context.Context, userID int64, current, ne
 	if err != nil {
 		return Result{}, err
 	}
-	// The other sessions end first: should the change then fail, they
-	// were ended for nothing, which is harmless; ended after it, a failure
-	// between the two would answer an error for a change that happened and
-	// leave the sessions the person wanted ended open.
-	if _, err := i.d.DB.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND family_id <> $2 AND revoked_at IS NULL`,
-		userID, keep); err != nil {
-		return Result{}, err
-	}
-	// Compare-and-set on the hash the current password matched: of two
-	// changes racing with the same current password, one wins.
-	tag, err := i.d.DB.Exec(ctx, `UPDATE credentials SET password_hash = $2, updated_at = $3 WHERE user_id = $1 AND password_hash = $4`,
-		userID, hash, i.d.Now().UTC(), old)
+	// The hash is replaced and the other sessions end in one transaction:
+	// both or neither. The sessions are revoked after the hash is
+	// replaced, so the revocation sees every session a login stored with
+	// the old password (issueFor stores one only while the hash it checked
+	// is the account's, and waits for this transaction's row lock); revoked
+	// before, a login checked against the old password could store its
+	// session in between and outlive the change.
+	err = pgx.BeginFunc(ctx, i.d.DB, func(tx pgx.Tx) error {
+		// Compare-and-set on the hash the current password matched: of two
+		// changes racing with the same current password, one wins.
+		tag, err := tx.Exec(ctx, `UPDATE credentials SET password_hash = $2, updated_at = $3 WHERE user_id = $1 AND password_hash = $4`,
+			userID, hash, i.d.Now().UTC(), old)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return derrors.New(derrors.ErrConflict, "The password was changed by another request; try again")
+		}
+		_, err = tx.Exec(ctx, `UPDATE refresh_tokens SET revoked_at = now() WHERE user_id = $1 AND family_id <> $2 AND revoked_at IS NULL`,
+			userID, keep)
+		return err
+	})
 	if err != nil {
 		return Result{}, err
-	}
-	if tag.RowsAffected() == 0 {
-		return Result{}, derrors.New(derrors.ErrConflict, "The password was changed by another request; try again")
 	}
 	_, res, err := execute(ctx, i.d, stream, aggregates.EvolveUser, func(u aggregates.User) ([]events.Event, error) {
 		return aggregates.DecideChangePassword(u)

@@ -16,11 +16,12 @@ import (
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/personal"
+	"lectern/queries"
 )
 
 // Uniqueness claim scopes of this area.
 const (
-	orgNameScope     = "org_name"
+	orgNameScope     = queries.OrgNameClaim
 	partnerUserScope = "partner_user_org"
 	decisionScope    = "promotion_decision"
 )
@@ -61,7 +62,7 @@ func (o *Organisations) CreateOrganisation(ctx context.Context, name string, by 
 	if err != nil {
 		return aggregates.Organisation{}, Result{}, err
 	}
-	stream, key := orgStream(id), strings.ToLower(strings.TrimSpace(name))
+	stream, key := orgStream(id), queries.OrgNameKey(name)
 	ok, err := claim(ctx, o.d, orgNameScope, key, stream)
 	if err != nil {
 		return aggregates.Organisation{}, Result{}, err

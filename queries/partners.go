@@ -2,6 +2,7 @@ package queries
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -113,14 +114,15 @@ func (q *DB) PromotionRequests(ctx context.Context, status string, p Page) (List
 		return out, err
 	}
 	rows, err := q.pool.Query(ctx, `
-		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at,
-		       coalesce((SELECT json_agg(json_build_object('id', o.id, 'name', o.name) ORDER BY o.id) FROM organizations o
-		                 WHERE lower(btrim(o.name)) = lower(btrim(p.org_name))), '[]')
+		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at
 		FROM promotion_requests p WHERE $1 = '' OR status = $1 ORDER BY id LIMIT $2 OFFSET $3`, status, p.Size, p.Offset())
 	if err != nil {
 		return out, err
 	}
 	items, err := pgx.CollectRows(rows, scanPromotionRequest)
+	if err == nil {
+		err = q.matchOrganizations(ctx, items)
+	}
 	if err != nil {
 		return out, err
 	}
@@ -128,10 +130,53 @@ func (q *DB) PromotionRequests(ctx context.Context, status string, p Page) (List
 	return out, nil
 }
 
+// OrgNameClaim is the scope of the claims (unique_claims) that keep
+// organisation names unique, each under OrgNameKey of the name.
+const OrgNameClaim = "org_name"
+
+// OrgNameKey is the key an organisation's name is claimed under: the name
+// ignoring case and surrounding (Unicode) spaces.
+func OrgNameKey(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
+
+// matchOrganizations sets each request's Matching: the organisation that
+// holds the claim on its org_name's key, the very claim an approval "new"
+// would collide with (so that the two never disagree, as SQL's lower and
+// btrim, which differ from Go's on Unicode, did).
+func (q *DB) matchOrganizations(ctx context.Context, items []PromotionRequest) error {
+	keys := make([]string, len(items))
+	for i := range items {
+		keys[i] = OrgNameKey(items[i].OrgName)
+		items[i].Matching = []OrganizationRef{}
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	rows, err := q.pool.Query(ctx, `SELECT c.key, o.id, o.name FROM unique_claims c
+		JOIN organizations o ON c.owner = 'org-' || o.id WHERE c.scope = $1 AND c.key = ANY($2) ORDER BY o.id`, OrgNameClaim, keys)
+	if err != nil {
+		return err
+	}
+	byKey := map[string][]OrganizationRef{}
+	var key string
+	var org OrganizationRef
+	if _, err := pgx.ForEachRow(rows, []any{&key, &org.ID, &org.Name}, func() error {
+		byKey[key] = append(byKey[key], org)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i := range items {
+		if m, ok := byKey[keys[i]]; ok {
+			items[i].Matching = m
+		}
+	}
+	return nil
+}
+
 func scanPromotionRequest(r pgx.CollectableRow) (PromotionRequest, error) {
 	var x PromotionRequest
 	err := r.Scan(&x.ID, &x.UserID, &x.Name, &x.Email, &x.OrgName, &x.TargetRole, &x.EduCategory, &x.Status, &x.Reason,
-		&x.ReviewedBy, &x.ReviewedAt, &x.OrgID, &x.PartnerID, &x.RequestedAt, &x.Matching)
+		&x.ReviewedBy, &x.ReviewedAt, &x.OrgID, &x.PartnerID, &x.RequestedAt)
 	return x, err
 }
 
@@ -139,12 +184,14 @@ func scanPromotionRequest(r pgx.CollectableRow) (PromotionRequest, error) {
 // personal export: never more than a handful).
 func (q *DB) PromotionRequestsOfUser(ctx context.Context, userID int64) ([]PromotionRequest, error) {
 	rows, err := q.pool.Query(ctx, `
-		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at,
-		       coalesce((SELECT json_agg(json_build_object('id', o.id, 'name', o.name) ORDER BY o.id) FROM organizations o
-		                 WHERE lower(btrim(o.name)) = lower(btrim(p.org_name))), '[]')
+		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at
 		FROM promotion_requests p WHERE user_id = $1 ORDER BY id`, userID)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanPromotionRequest)
+	items, err := pgx.CollectRows(rows, scanPromotionRequest)
+	if err == nil {
+		err = q.matchOrganizations(ctx, items)
+	}
+	return items, err
 }

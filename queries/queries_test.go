@@ -3,6 +3,7 @@ package queries_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -292,8 +293,11 @@ func matchingOrganizations(t *testing.T, pool *pgxpool.Pool) {
 	for _, o := range []struct {
 		id   int64
 		name string
-	}{{12, "  riverside SCHOOL "}, {10, "Riverside School"}, {11, "Hilltop"}} {
+	}{{12, "\u00a0Lakeside\t"}, {10, "Riverside School"}, {11, "Hilltop"}} {
 		fixture(t, pool, `INSERT INTO organizations (id, name, created_by, created_at, updated_at, version)
 			VALUES ($1, $2, 7, $3, $3, 1)`, o.id, o.name, t0)
+		// Its name's claim, as commands.CreateOrganisation makes it.
+		fixture(t, pool, `INSERT INTO unique_claims (scope, key, owner) VALUES ($1, $2, $3)`,
+			queries.OrgNameClaim, queries.OrgNameKey(o.name), "org-"+strconv.FormatInt(o.id, 10))
 	}
 }
