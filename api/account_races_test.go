@@ -419,3 +419,17 @@ func TestAnAccountWithoutCredentialsHasNoPassword(t *testing.T) {
 	wantDetail(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusForbidden, "The password is not correct")
 	wantStatus(t, changePassword(t, e, u.Access, u.Password, "a brand new password"), http.StatusUnauthorized)
 }
+
+// A refresh token of an erased account is refused even where the erasure
+// did not revoke it (a session stored by a request that raced it): the
+// account is gone.
+func TestARefreshTokenOfAnErasedAccountIsRefused(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t).from(t)
+	u := e.signUp(t)
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
+	if _, err := e.pool.Exec(context.Background(), `UPDATE refresh_tokens SET revoked_at = NULL WHERE user_id = $1`, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantDetail(t, refresh(t, e, u.Refresh), http.StatusUnauthorized, "Could not validate credentials")
+}

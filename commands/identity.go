@@ -510,8 +510,8 @@ func (i *Identity) Refresh(ctx context.Context, token string) (Tokens, error) {
 	if err != nil {
 		return Tokens{}, err
 	}
-	if !user.Exists() {
-		return Tokens{}, errBadRefresh
+	if !user.Exists() || user.Erased {
+		return Tokens{}, errBadRefresh // the erasure revoked its tokens; a session it raced has none either
 	}
 	if _, err := tx.Exec(ctx, `UPDATE refresh_tokens SET rotated_at = now() WHERE token_hash = $1`, auth.HashSecret(token)); err != nil {
 		return Tokens{}, err
