@@ -80,25 +80,35 @@ func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, in input) er
 	f.Category, _ = in.query.String("category")
 	f.Type, _ = in.query.String("type")
 	f.Stream, _ = in.query.String("stream")
-	f.Since, _ = in.query.Time("since")
-	f.Until, _ = in.query.Time("until")
-	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
-		return derrors.Invalid([]any{"query", "until"}, f.Until.Format(time.RFC3339Nano), "until must be after since")
+	since, hasSince := in.query.Time("since")
+	until, hasUntil := in.query.Time("until")
+	if hasSince && hasUntil && !since.Before(until) {
+		raw, _ := in.query.Input("until")
+		return derrors.Invalid([]any{"query", "until"}, raw, "until must be after since")
 	}
-	return s.eventPage(w, r, in, f)
+	// The filter's zero time is "no bound": a since at or before it bounds
+	// nothing, and an until there leaves no event (none is recorded before
+	// year 1).
+	none := hasUntil && !until.After(time.Time{})
+	if hasSince && since.After(time.Time{}) {
+		f.Since = since
+	}
+	f.Until = until
+	return s.eventPage(w, r, in, f, none)
 }
 
 func (s *Server) listStreamEvents(w http.ResponseWriter, r *http.Request, in input) error {
 	f := history.Filter{}
 	f.Stream, _ = in.path.String("stream")
-	return s.eventPage(w, r, in, f)
+	return s.eventPage(w, r, in, f, false)
 }
 
 // eventPage reads one page past the cursor through the event store, whichever
 // it is: next is null at the end of the log (poll again from the last item's
 // position for later events). A sparse filter's page may hold fewer items
-// than the limit, even none, with a next to follow (history.MaxScan).
-func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f history.Filter) error {
+// than the limit, even none, with a next to follow (history.MaxScan). none
+// is a filter that selects no event (one history.Filter cannot express).
+func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f history.Filter, none bool) error {
 	if err := requireAdmin(in.user); err != nil {
 		return err
 	}
@@ -115,6 +125,10 @@ func (s *Server) eventPage(w http.ResponseWriter, r *http.Request, in input, f h
 		limit = l
 	}
 	q.Limit = int(limit)
+	if none {
+		writeJSON(w, http.StatusOK, eventPageJSON{Items: []storedEventJSON{}})
+		return nil
+	}
 	evs, next, more, err := history.Page(r.Context(), s.deps.Commands.Store, q)
 	if errors.Is(err, eventstore.ErrInvalidPosition) {
 		after, _ := in.query.String("after")

@@ -370,11 +370,37 @@ func checkTimes(v validation.Values, names ...string) error {
 	for _, name := range names {
 		if t, ok := v.Time(name); ok {
 			if y := t.UTC().Year(); y < 1 || y > 9999 {
-				return derrors.Invalid([]any{"body", name}, t.Format(time.RFC3339Nano), "the date-time is out of range once in UTC")
+				raw, _ := v.Input(name)
+				return derrors.Invalid([]any{"body", name}, raw, "the date-time is out of range once in UTC")
 			}
 		}
 	}
 	return nil
+}
+
+// asSent puts in err's field errors about the named body fields the input
+// the request carried: a command sees those values normalised (in UTC, a
+// date-time as a date), and an error item echoes its input as sent.
+func asSent(err error, body validation.Values, names ...string) error {
+	var visit func(error)
+	visit = func(e error) {
+		switch x := e.(type) { //nolint:errorlint // a walk of the whole tree, joined errors too
+		case *derrors.FieldError:
+			if slices.Contains(names, x.Field) {
+				if raw, ok := body.Input(x.Field); ok {
+					x.Input = raw
+				}
+			}
+		case interface{ Unwrap() []error }:
+			for _, inner := range x.Unwrap() {
+				visit(inner)
+			}
+		case interface{ Unwrap() error }:
+			visit(x.Unwrap())
+		}
+	}
+	visit(err)
+	return err
 }
 
 // optionalInt reads a nullable integer field.
@@ -402,7 +428,7 @@ func (s *Server) createCourse(w http.ResponseWriter, r *http.Request, in input) 
 	c.Description = optionalString(in.body, "description")
 	course, res, err := s.deps.Commands.Classroom.CreateCourse(r.Context(), c)
 	if err != nil {
-		return err
+		return asSent(err, in.body, "start_date", "end_date")
 	}
 	s.settle(w, r, res, classroomReadModels...)
 	writeJSON(w, http.StatusCreated, courseFromState(course))
@@ -436,7 +462,7 @@ func (s *Server) updateCourse(w http.ResponseWriter, r *http.Request, in input) 
 	}
 	course, res, err := s.deps.Commands.Classroom.UpdateCourse(r.Context(), c)
 	if err != nil {
-		return err
+		return asSent(err, in.body, "start_date", "end_date")
 	}
 	s.settle(w, r, res, classroomReadModels...)
 	writeJSON(w, http.StatusOK, courseFromState(course))
@@ -513,7 +539,7 @@ func (s *Server) createClass(w http.ResponseWriter, r *http.Request, in input) e
 	c.AllowedModelIDs, _ = in.body.Ints("allowed_model_ids")
 	class, res, err := s.deps.Commands.Classroom.CreateClass(r.Context(), c)
 	if err != nil {
-		return validation.WithSources(err, sources)
+		return validation.WithSources(asSent(err, in.body, "start_at", "end_at"), sources)
 	}
 	s.settle(w, r, res, classroomReadModels...)
 	writeJSON(w, http.StatusCreated, classFromState(class, s.deps.Commands.Classroom.Now()))
@@ -561,7 +587,7 @@ func (s *Server) updateClass(w http.ResponseWriter, r *http.Request, in input) e
 	})
 	class, res, err := s.deps.Commands.Classroom.UpdateClass(r.Context(), c)
 	if err != nil {
-		return err
+		return asSent(err, in.body, "start_at", "end_at")
 	}
 	s.settle(w, r, res, classroomReadModels...)
 	writeJSON(w, http.StatusOK, classFromState(class, s.deps.Commands.Classroom.Now()))
@@ -655,7 +681,7 @@ func (s *Server) enrollStudent(w http.ResponseWriter, r *http.Request, in input)
 	c.EnrolledAt, c.CompletedAt = optionalTime(in.body, "enrolled_at"), optionalTime(in.body, "completed_at")
 	en, res, err := s.deps.Commands.Classroom.Enroll(r.Context(), p.OrgID, classID, c)
 	if err != nil {
-		return err
+		return asSent(err, in.body, "enrolled_at", "completed_at")
 	}
 	s.settle(w, r, res, classroomReadModels...)
 	writeJSON(w, http.StatusCreated, enrollmentFromState(en))

@@ -305,11 +305,19 @@ func validateDateTime(loc []any, in any) (any, *ErrorItem) {
 		return nil, errorPtr(newError("datetime_type", loc, in))
 	}
 	if dt, reason := parseDateTime(s); reason == "" {
+		if dt.date.year < 1 {
+			return nil, errorPtr(temporalParsingError("datetime_parsing", loc, in, reasonYearZero))
+		}
 		return dt.time(), nil
 	}
 	d, reason := parseDate(s)
 	if reason != "" {
 		return nil, errorPtr(temporalParsingError("datetime_from_date_parsing", loc, in, reason))
+	}
+	if d.year < 1 {
+		// As pydantic: Python's datetimes start at year 1, whatever the
+		// offset ("0000-12-31T23:00:00-01:00" too).
+		return nil, errorPtr(temporalParsingError("datetime_parsing", loc, in, reasonYearZero))
 	}
 	return d.time(), nil
 }

@@ -279,12 +279,14 @@ func emailError(loc []any, input any, reason string) ErrorItem {
 	}
 }
 
-// temporalParsingError covers date_from_datetime_parsing and
-// datetime_from_date_parsing, whose message ends with speedate's reason.
+// temporalParsingError covers date_from_datetime_parsing,
+// datetime_from_date_parsing and datetime_parsing, whose message ends with
+// speedate's (or Python's) reason.
 func temporalParsingError(typ string, loc []any, input any, reason string) ErrorItem {
 	prefix := map[string]string{
 		"date_from_datetime_parsing": "Input should be a valid date or datetime, ",
 		"datetime_from_date_parsing": "Input should be a valid datetime or date, ",
+		"datetime_parsing":           "Input should be a valid datetime, ",
 	}[typ]
 	return ErrorItem{
 		Type:  typ,

@@ -114,7 +114,7 @@ func (s Schema) validate(loc []any, get lookup, missingInput any) (Values, Error
 			errs = append(errs, fieldErrs...)
 			continue
 		}
-		vals.set(f, v, raw == nil)
+		vals.set(f, v, raw, raw == nil)
 	}
 	return vals, errs
 }

@@ -20,9 +20,10 @@ type value struct {
 	elem Kind // element kind of a List, 0 when unknown
 	v    any  // nil when null
 	null bool
+	in   any // the input as the request carried it
 }
 
-func (vs *Values) set(f *Field, v any, null bool) {
+func (vs *Values) set(f *Field, v, in any, null bool) {
 	if vs.fields == nil {
 		vs.fields = map[string]value{}
 	}
@@ -30,7 +31,16 @@ func (vs *Values) set(f *Field, v any, null bool) {
 	if f.Kind == List && f.Elem != nil {
 		elem = f.Elem.Kind
 	}
-	vs.fields[f.Name] = value{kind: f.Kind, elem: elem, v: v, null: null}
+	vs.fields[f.Name] = value{kind: f.Kind, elem: elem, v: v, null: null, in: in}
+}
+
+// Input returns the field's input as the request carried it (a query or
+// path value's string, a body field's decoded JSON), before normalisation:
+// the input an error item about the field echoes. ok is false when the
+// field is absent.
+func (vs Values) Input(name string) (any, bool) {
+	f, ok := vs.fields[name]
+	return f.in, ok
 }
 
 // Has reports whether the field was present in the input, even as null.
