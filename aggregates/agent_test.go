@@ -128,8 +128,12 @@ func checkErr(t *testing.T, err, want error) {
 		t.Fatalf("unexpected error: %v", err)
 	case want == nil:
 	case errors.As(want, &field):
+		at := field.Field // "": any field
 		if !errors.As(err, &field) {
 			t.Fatalf("error %v, want a field error", err)
+		}
+		if at != "" && field.Field != at {
+			t.Fatalf("error %v at %s, want one at %s", err, field.Field, at)
 		}
 	case !errors.Is(err, want):
 		t.Fatalf("error %v, want %v", err, want)

@@ -218,7 +218,7 @@ func DecideCreateClass(c Class, cmd CreateClass) ([]events.Event, error) {
 	case !slices.Contains(ClassStatuses, status):
 		return nil, derrors.InvalidField("status", status, "unknown class status")
 	}
-	if err := checkClassFields(cmd.StartAt, cmd.EndAt, cmd.Capacity); err != nil {
+	if err := checkClassFields(cmd.StartAt, cmd.EndAt, cmd.Capacity, false); err != nil {
 		return nil, err
 	}
 	if err := checkClassModels(cmd.PrimaryModelID, cmd.AllowedModelIDs, cmd.Catalogue, true); err != nil {
@@ -254,8 +254,14 @@ func DecideCreateClass(c Class, cmd CreateClass) ([]events.Event, error) {
 	}, nil
 }
 
-func checkClassFields(start, end *time.Time, capacity *int64) error {
+// checkClassFields checks a class's times and capacity; of times out of
+// order, it blames the end, or the start where only the start was sent
+// (blameStart).
+func checkClassFields(start, end *time.Time, capacity *int64, blameStart bool) error {
 	if start != nil && end != nil && end.Before(*start) {
+		if blameStart {
+			return derrors.InvalidField("start_at", start.UTC().Format(time.RFC3339Nano), "start_at must not be after end_at")
+		}
 		return derrors.InvalidField("end_at", end.UTC().Format(time.RFC3339Nano), "end_at must not be before start_at")
 	}
 	if capacity != nil && *capacity < 1 {
@@ -356,7 +362,7 @@ func DecideUpdateClass(c Class, cmd UpdateClass) ([]events.Event, error) {
 	if strings.TrimSpace(e.Name) == "" {
 		return nil, derrors.InvalidField("name", e.Name, "name must not be blank")
 	}
-	if err := checkClassFields(e.StartAt, e.EndAt, e.Capacity); err != nil {
+	if err := checkClassFields(e.StartAt, e.EndAt, e.Capacity, cmd.StartAt.Set && !cmd.EndAt.Set); err != nil {
 		return nil, err
 	}
 	// A model the class names already passes (one withdrawn from the

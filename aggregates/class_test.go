@@ -306,6 +306,12 @@ func TestUpdateClassDecisions(t *testing.T) {
 			}()},
 		},
 		{
+			name:    "a start_at after the stored end_at is the start's fault",
+			given:   []events.Event{events.ClassCreated{ClassID: 9, OrgID: 1, PartnerID: 6, Name: "P", Status: "planned", EndAt: &t0}},
+			when:    update(aggregates.UpdateClass{StartAt: aggregates.Set(&later)}),
+			wantErr: &derrors.FieldError{Field: "start_at"},
+		},
+		{
 			name:    "end_at before the stored start_at is invalid",
 			given:   []events.Event{events.ClassCreated{ClassID: 9, OrgID: 1, PartnerID: 6, Name: "P", Status: "planned", StartAt: &later}},
 			when:    update(aggregates.UpdateClass{EndAt: aggregates.Set(ptr(t0))}),

@@ -79,7 +79,7 @@ func DecideCreateCourse(c Course, cmd CreateCourse) ([]events.Event, error) {
 	if c.Exists() {
 		return nil, derrors.New(derrors.ErrConflict, "Course already exists")
 	}
-	if err := checkCourseFields(cmd.Title, cmd.CourseKey, cmd.StartDate, cmd.EndDate); err != nil {
+	if err := checkCourseFields(cmd.Title, cmd.CourseKey, cmd.StartDate, cmd.EndDate, false); err != nil {
 		return nil, err
 	}
 	status := CourseDraft
@@ -95,7 +95,9 @@ func DecideCreateCourse(c Course, cmd CreateCourse) ([]events.Event, error) {
 	}}, nil
 }
 
-func checkCourseFields(title, key string, start, end *string) error {
+// checkCourseFields checks a course's fields; of dates out of order, it
+// blames the end, or the start where only the start was sent (blameStart).
+func checkCourseFields(title, key string, start, end *string, blameStart bool) error {
 	if strings.TrimSpace(title) == "" {
 		return derrors.InvalidField("title", title, "title must not be blank")
 	}
@@ -104,6 +106,9 @@ func checkCourseFields(title, key string, start, end *string) error {
 	}
 	// Dates are YYYY-MM-DD, so they order as strings.
 	if start != nil && end != nil && *end < *start {
+		if blameStart {
+			return derrors.InvalidField("start_date", *start, "start_date must not be after end_date")
+		}
 		return derrors.InvalidField("end_date", *end, "end_date must not be before start_date")
 	}
 	return nil
@@ -153,7 +158,7 @@ func DecideUpdateCourse(c Course, cmd UpdateCourse) ([]events.Event, error) {
 		e.Description = cmd.Description.Value
 		e.Changed = append(e.Changed, "description")
 	}
-	if err := checkCourseFields(e.Title, e.CourseKey, e.StartDate, e.EndDate); err != nil {
+	if err := checkCourseFields(e.Title, e.CourseKey, e.StartDate, e.EndDate, cmd.StartDate.Set && !cmd.EndDate.Set); err != nil {
 		return nil, err
 	}
 	var out []events.Event

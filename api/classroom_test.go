@@ -280,7 +280,8 @@ func TestUpdateCourse(t *testing.T) {
 	}
 
 	for _, tc := range []struct{ body, want string }{
-		{`{"start_date":"2026-03-01"}`, `{"detail":[{"type":"value_error","loc":["body","end_date"],"msg":"Value error, end_date must not be before start_date","input":"2026-02-01","ctx":{"error":"end_date must not be before start_date"}}]}`},
+		// Only the start was sent: it is the field at fault.
+		{`{"start_date":"2026-03-01"}`, `{"detail":[{"type":"value_error","loc":["body","start_date"],"msg":"Value error, start_date must not be after end_date","input":"2026-03-01","ctx":{"error":"start_date must not be after end_date"}}]}`},
 		{`{"end_date":"0000-12-31"}`, `{"detail":[{"type":"date_from_datetime_parsing","loc":["body","end_date"],"msg":"Input should be a valid date or datetime, year 0 is out of range","input":"0000-12-31","ctx":{"error":"year 0 is out of range"}}]}`},
 		{`{"title":null}`, `{"detail":[{"type":"string_type","loc":["body","title"],"msg":"Input should be a valid string","input":null}]}`},
 		{`{"course_key":""}`, `{"detail":[{"type":"string_too_short","loc":["body","course_key"],"msg":"String should have at least 1 character","input":"","ctx":{"min_length":1}}]}`},
