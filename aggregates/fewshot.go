@@ -3,6 +3,7 @@ package aggregates
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -64,13 +65,9 @@ func DecideCreateFewShotExample(x FewShotExample, c CreateFewShotExample) ([]eve
 	if x.Exists() {
 		return nil, derrors.New(derrors.ErrConflict, "Few-shot example already exists")
 	}
-	if err := checkExampleText("input_text", c.InputText); err != nil {
-		return nil, err
-	}
-	if err := checkExampleText("output_text", c.OutputText); err != nil {
-		return nil, err
-	}
-	if err := checkNoNUL("title", c.Title); err != nil {
+	// Every field error at once, in the body's order.
+	if err := errors.Join(checkExampleText("input_text", c.InputText), checkExampleText("output_text", c.OutputText),
+		checkNoNUL("title", c.Title)); err != nil {
 		return nil, err
 	}
 	meta, err := canonicalMeta(c.Meta)
@@ -107,20 +104,19 @@ func DecideUpdateFewShotExample(x FewShotExample, c UpdateFewShotExample) ([]eve
 	if !x.Exists() || x.OwnerID != c.CallerID {
 		return nil, derrors.New(derrors.ErrNotFound, "Few-shot example not found")
 	}
+	// Every field error at once, in the body's order.
+	var errs []error
+	if c.Title.Set {
+		errs = append(errs, checkNoNUL("title", c.Title.Value))
+	}
 	if c.InputText.Set {
-		if err := checkExampleText("input_text", c.InputText.Value); err != nil {
-			return nil, err
-		}
+		errs = append(errs, checkExampleText("input_text", c.InputText.Value))
 	}
 	if c.OutputText.Set {
-		if err := checkExampleText("output_text", c.OutputText.Value); err != nil {
-			return nil, err
-		}
+		errs = append(errs, checkExampleText("output_text", c.OutputText.Value))
 	}
-	if c.Title.Set {
-		if err := checkNoNUL("title", c.Title.Value); err != nil {
-			return nil, err
-		}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	e := events.FewShotUpdated{
 		ExampleID: x.ID, Title: x.Title, InputText: x.InputText, OutputText: x.OutputText,

@@ -123,14 +123,13 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 	if c.Caller.UserID <= 0 {
 		return aggregates.Session{}, Result{}, errors.New("run session: no caller")
 	}
-	if err := aggregates.CheckPrompt(c.PromptText); err != nil {
-		return aggregates.Session{}, Result{}, err
-	}
 	class, err := s.practiceClass(ctx, c.Caller, c.ClassID)
 	if err != nil {
 		return aggregates.Session{}, Result{}, err
 	}
-	// Every field error at once: the models, then the few-shot examples.
+	// Every field error at once, after the class's 404 and 403: the
+	// prompt, the models, the few-shot examples, the knowledge documents.
+	promptErr := aggregates.CheckPrompt(c.PromptText)
 	models, primary, modelErr := aggregates.ChooseModels(s.modelChoice(class, c.ModelNames, nil))
 	examples, err := s.reads.FewShotExamples(ctx, c.Caller.UserID, c.FewShotExampleIDs)
 	if err != nil {
@@ -142,7 +141,7 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 		return aggregates.Session{}, Result{}, err
 	}
 	knowledgeErr := aggregates.CheckKnowledgeIDs(c.KnowledgeIDs, ownedKnowledge)
-	if err := errors.Join(modelErr, exampleErr, knowledgeErr); err != nil {
+	if err := errors.Join(promptErr, modelErr, exampleErr, knowledgeErr); err != nil {
 		return aggregates.Session{}, Result{}, err
 	}
 	var agent *events.AgentSnapshot
@@ -216,9 +215,6 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 // Continue runs the next turn of the caller's session: the prompt carries the
 // session's history; the session's class must still admit the caller.
 func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.Session, Result, error) {
-	if err := aggregates.CheckPrompt(c.PromptText); err != nil {
-		return aggregates.Session{}, Result{}, err
-	}
 	stream := sessionStream(c.SessionID)
 	// Under a key, the load also finds a turn that an attempt recorded
 	// before it died (again): that turn is the answer, and the models are
@@ -243,8 +239,9 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 	if last, ok := state.LastTurn(); ok {
 		previous = last.Models()
 	}
-	models, primary, err := aggregates.ChooseModels(s.modelChoice(class, c.ModelNames, previous))
-	if err != nil {
+	// Every field error at once, after the session's 404 and the class's 403.
+	models, primary, modelErr := aggregates.ChooseModels(s.modelChoice(class, c.ModelNames, previous))
+	if err := errors.Join(aggregates.CheckPrompt(c.PromptText), modelErr); err != nil {
 		return state, Result{}, err
 	}
 	examples, err := s.reads.FewShotExamples(ctx, c.Caller.UserID, state.Settings.ExampleIDs())
