@@ -181,9 +181,9 @@ func TestCreateCourseValidation(t *testing.T) {
 		{"not a date", `{"title":"T","course_key":"K","start_date":"soon"}`,
 			`{"detail":[{"type":"date_from_datetime_parsing","loc":["body","start_date"],"msg":"Input should be a valid date or datetime, input is too short","input":"soon","ctx":{"error":"input is too short"}}]}`},
 		{"year 0", `{"title":"T","course_key":"K","start_date":"0000-01-01"}`,
-			`{"detail":[{"type":"date_from_datetime_parsing","loc":["body","start_date"],"msg":"Input should be a valid date or datetime, year 0 is out of range","input":"0000-01-01","ctx":{"error":"year 0 is out of range"}}]}`},
+			`{"detail":[{"type":"date_parsing","loc":["body","start_date"],"msg":"Input should be a valid date in the format YYYY-MM-DD, year 0 is out of range","input":"0000-01-01","ctx":{"error":"year 0 is out of range"}}]}`},
 		{"year 0 as a date-time", `{"title":"T","course_key":"K","end_date":"0000-12-31T00:00:00"}`,
-			`{"detail":[{"type":"date_from_datetime_parsing","loc":["body","end_date"],"msg":"Input should be a valid date or datetime, year 0 is out of range","input":"0000-12-31T00:00:00","ctx":{"error":"year 0 is out of range"}}]}`},
+			`{"detail":[{"type":"date_parsing","loc":["body","end_date"],"msg":"Input should be a valid date in the format YYYY-MM-DD, year 0 is out of range","input":"0000-12-31T00:00:00","ctx":{"error":"year 0 is out of range"}}]}`},
 		{"a date-time that is not a date", `{"title":"T","course_key":"K","end_date":"2026-02-03T10:00:00"}`,
 			`{"detail":[{"type":"date_from_datetime_inexact","loc":["body","end_date"],"msg":"Datetimes provided to dates should have zero time - e.g. be exact dates","input":"2026-02-03T10:00:00"}]}`},
 		{"end_date before start_date", `{"title":"T","course_key":"K","start_date":"2026-02-03","end_date":"2026-02-02"}`,
@@ -282,7 +282,7 @@ func TestUpdateCourse(t *testing.T) {
 	for _, tc := range []struct{ body, want string }{
 		// Only the start was sent: it is the field at fault.
 		{`{"start_date":"2026-03-01"}`, `{"detail":[{"type":"value_error","loc":["body","start_date"],"msg":"Value error, start_date must not be after end_date","input":"2026-03-01","ctx":{"error":"start_date must not be after end_date"}}]}`},
-		{`{"end_date":"0000-12-31"}`, `{"detail":[{"type":"date_from_datetime_parsing","loc":["body","end_date"],"msg":"Input should be a valid date or datetime, year 0 is out of range","input":"0000-12-31","ctx":{"error":"year 0 is out of range"}}]}`},
+		{`{"end_date":"0000-12-31"}`, `{"detail":[{"type":"date_parsing","loc":["body","end_date"],"msg":"Input should be a valid date in the format YYYY-MM-DD, year 0 is out of range","input":"0000-12-31","ctx":{"error":"year 0 is out of range"}}]}`},
 		{`{"title":null}`, `{"detail":[{"type":"string_type","loc":["body","title"],"msg":"Input should be a valid string","input":null}]}`},
 		{`{"course_key":""}`, `{"detail":[{"type":"string_too_short","loc":["body","course_key"],"msg":"String should have at least 1 character","input":"","ctx":{"min_length":1}}]}`},
 		{`{"status":"closed"}`, `{"detail":[{"type":"enum","loc":["body","status"],"msg":"Input should be 'draft', 'active' or 'archived'","input":"closed","ctx":{"expected":"'draft', 'active' or 'archived'"}}]}`},

@@ -292,7 +292,7 @@ func validateDate(loc []any, in any) (any, *ErrorItem) {
 		// Python's dates, and so pydantic's, start at year 1; PostgreSQL's
 		// date takes year 0 for 1 BC, and refusing it here keeps such a date
 		// from ever reaching a read model that cannot hold it.
-		return nil, errorPtr(temporalParsingError("date_from_datetime_parsing", loc, in, reasonYearZero))
+		return nil, errorPtr(temporalParsingError("date_parsing", loc, in, reasonYearZero))
 	}
 	return d.time(), nil
 }

@@ -280,13 +280,15 @@ func emailError(loc []any, input any, reason string) ErrorItem {
 }
 
 // temporalParsingError covers date_from_datetime_parsing,
-// datetime_from_date_parsing and datetime_parsing, whose message ends with
+// datetime_from_date_parsing, datetime_parsing and date_parsing (of year 0
+// alone), whose message ends with
 // speedate's (or Python's) reason.
 func temporalParsingError(typ string, loc []any, input any, reason string) ErrorItem {
 	prefix := map[string]string{
 		"date_from_datetime_parsing": "Input should be a valid date or datetime, ",
 		"datetime_from_date_parsing": "Input should be a valid datetime or date, ",
 		"datetime_parsing":           "Input should be a valid datetime, ",
+		"date_parsing":               "Input should be a valid date in the format YYYY-MM-DD, ",
 	}[typ]
 	return ErrorItem{
 		Type:  typ,
