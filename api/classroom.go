@@ -1,11 +1,13 @@
 package api
 
 import (
+	"errors"
 	"maps"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
+	_ "time/tzdata" // class time zones: the same names on every machine
 
 	"lectern/aggregates"
 	"lectern/api/validation"
@@ -367,13 +369,29 @@ func optionalTime(v validation.Values, name string) *time.Time {
 // checkTimes refuses date-times that leave years 1 to 9999 once in UTC
 // ("9999-12-31T23:00:00-05:00"): events and responses could not carry them.
 func checkTimes(v validation.Values, names ...string) error {
+	var errs []error
 	for _, name := range names {
 		if t, ok := v.Time(name); ok {
 			if y := t.UTC().Year(); y < 1 || y > 9999 {
 				raw, _ := v.Input(name)
-				return derrors.Invalid([]any{"body", name}, raw, "the date-time is out of range once in UTC")
+				errs = append(errs, derrors.InvalidField(name, raw, "the date-time is out of range once in UTC"))
 			}
 		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkTimezone refuses a class's timezone that is not a time zone name of
+// the IANA database ("Europe/Paris", "UTC"; the database is built in, so
+// every replica knows the same names): clients show the class's times in
+// it.
+func checkTimezone(v validation.Values) error {
+	tz, ok := v.String("timezone")
+	if !ok {
+		return nil // absent, or null
+	}
+	if _, err := time.LoadLocation(tz); err != nil || tz == "" || tz == "Local" {
+		return derrors.InvalidField("timezone", tz, "timezone must be a time zone name of the IANA database, such as Europe/Paris or UTC")
 	}
 	return nil
 }
@@ -503,7 +521,7 @@ func (s *Server) createClass(w http.ResponseWriter, r *http.Request, in input) e
 	if err != nil {
 		return err
 	}
-	if err := checkTimes(in.body, "start_at", "end_at"); err != nil {
+	if err := errors.Join(checkTimes(in.body, "start_at", "end_at"), checkTimezone(in.body)); err != nil {
 		return err
 	}
 	c := aggregates.CreateClass{OrgID: p.OrgID, PartnerID: p.ID, CallerID: in.user.UserID}
@@ -551,7 +569,7 @@ func (s *Server) updateClass(w http.ResponseWriter, r *http.Request, in input) e
 	if err != nil {
 		return err
 	}
-	if err := checkTimes(in.body, "start_at", "end_at"); err != nil {
+	if err := errors.Join(checkTimes(in.body, "start_at", "end_at"), checkTimezone(in.body)); err != nil {
 		return err
 	}
 	c := aggregates.UpdateClass{OrgID: p.OrgID, CallerID: in.user.UserID}

@@ -212,6 +212,14 @@ func TestCreateClassValidation(t *testing.T) {
 			`{"detail":[{"type":"bool_parsing","loc":["body","invite_only"],"msg":"Input should be a valid boolean, unable to interpret input","input":"perhaps"}]}`},
 		{"a date-time past year 9999 in UTC", `{"name":"n","end_at":"9999-12-31T23:00:00-05:00"}`,
 			`{"detail":[{"type":"value_error","loc":["body","end_at"],"msg":"Value error, the date-time is out of range once in UTC","input":"9999-12-31T23:00:00-05:00","ctx":{"error":"the date-time is out of range once in UTC"}}]}`},
+		// The IANA database's names only, built into the binary.
+		{"an unknown time zone", `{"name":"n","timezone":"Not/AZone"}`,
+			`{"detail":[{"type":"value_error","loc":["body","timezone"],"msg":"Value error, timezone must be a time zone name of the IANA database, such as Europe/Paris or UTC","input":"Not/AZone","ctx":{"error":"timezone must be a time zone name of the IANA database, such as Europe/Paris or UTC"}}]}`},
+		{"an empty time zone", `{"name":"n","timezone":""}`,
+			`{"detail":[{"type":"value_error","loc":["body","timezone"],"msg":"Value error, timezone must be a time zone name of the IANA database, such as Europe/Paris or UTC","input":"","ctx":{"error":"timezone must be a time zone name of the IANA database, such as Europe/Paris or UTC"}}]}`},
+		{"a time zone that is a path", `{"name":"n","timezone":"../../etc/passwd","end_at":"9999-12-31T23:00:00-05:00"}`,
+			`{"detail":[{"type":"value_error","loc":["body","end_at"],"msg":"Value error, the date-time is out of range once in UTC","input":"9999-12-31T23:00:00-05:00","ctx":{"error":"the date-time is out of range once in UTC"}},` +
+				`{"type":"value_error","loc":["body","timezone"],"msg":"Value error, timezone must be a time zone name of the IANA database, such as Europe/Paris or UTC","input":"../../etc/passwd","ctx":{"error":"timezone must be a time zone name of the IANA database, such as Europe/Paris or UTC"}}]}`},
 		{"blank name", `{"name":" "}`,
 			`{"detail":[{"type":"value_error","loc":["body","name"],"msg":"Value error, name must not be blank","input":" ","ctx":{"error":"name must not be blank"}}]}`},
 	} {
