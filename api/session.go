@@ -52,7 +52,7 @@ var (
 			Default: aggregates.DefaultStylePreset},
 		{Name: "style_params", Kind: validation.Object, MaxItems: maxObjectKeys, Default: map[string]any{},
 			Description: "free-form; each key and value is added to the system message"},
-		{Name: "generation_params", Kind: validation.Object, MaxItems: maxObjectKeys, Default: map[string]any{}, Description: generationParamsDoc},
+		{Name: "generation_params", Kind: validation.Object, MaxItems: maxObjectKeys, Members: &generationParamsSchema, Default: map[string]any{}, Description: generationParamsDoc},
 		fewShotIDsField,
 	}}
 	chatSessionBody = validation.Schema{Fields: []validation.Field{
@@ -65,7 +65,7 @@ var (
 		{Name: stylePresetField.Name, Kind: stylePresetField.Kind, Enum: stylePresetField.Enum, Nullable: true,
 			Description: "null resets it to balanced"},
 		{Name: "style_params", Kind: validation.Object, MaxItems: maxObjectKeys, Nullable: true, Description: "replaces the whole object; null resets it to {}"},
-		{Name: "generation_params", Kind: validation.Object, MaxItems: maxObjectKeys, Nullable: true,
+		{Name: "generation_params", Kind: validation.Object, MaxItems: maxObjectKeys, Members: &generationParamsSchema, Nullable: true,
 			Description: "replaces the whole object; null resets it to {}. " + generationParamsDoc},
 		{Name: fewShotIDsField.Name, Kind: fewShotIDsField.Kind, Elem: fewShotIDsField.Elem, MaxItems: fewShotIDsField.MaxItems, Nullable: true,
 			Description: "replaces the list, in this order; null empties it"},

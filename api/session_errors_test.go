@@ -152,7 +152,9 @@ func TestRunSessionRefusedModelsAndExamples(t *testing.T) {
 	wantBody(t, e.do(t, "PATCH", sessionPath(turn.SessionID)+"/settings", map[string]any{"style_preset": "hot", "generation_params": map[string]any{"top_p": 2}},
 		c.student.Access), http.StatusUnprocessableEntity, `{"detail":[`+
 		`{"type":"enum","loc":["body","style_preset"],"msg":"Input should be 'accurate', 'balanced', 'creative' or 'custom'","input":"hot",`+
-		`"ctx":{"expected":"'accurate', 'balanced', 'creative' or 'custom'"}}]}`)
+		`"ctx":{"expected":"'accurate', 'balanced', 'creative' or 'custom'"}},`+
+		// Every error at once: the generation parameters' too.
+		`{"type":"less_than_equal","loc":["body","generation_params","top_p"],"msg":"Input should be less than or equal to 1","input":2,"ctx":{"le":1.0}}]}`)
 	wantBody(t, e.do(t, "PATCH", sessionPath(turn.SessionID)+"/settings", map[string]any{"generation_params": map[string]any{"top_p": 2}},
 		c.student.Access), http.StatusUnprocessableEntity, `{"detail":[`+
 		`{"type":"less_than_equal","loc":["body","generation_params","top_p"],"msg":"Input should be less than or equal to 1","input":2,"ctx":{"le":1.0}}]}`)

@@ -54,6 +54,30 @@ func TestDecodeBody(t *testing.T) {
 	}
 }
 
+// An object's members, where its field names a schema for them, are
+// checked with the rest: their errors come in the field's place, at their
+// own locations, beside the other fields' (pydantic's nested model).
+func TestDecodeBodyObjectMembers(t *testing.T) {
+	params := Schema{Fields: []Field{{Name: "top_p", Kind: Float, Nullable: true, Le: Bound(1)}, {Name: "n", Kind: Int}}}
+	s := Schema{Fields: []Field{
+		{Name: "mode", Kind: Enum, Enum: []string{"a"}},
+		{Name: "params", Kind: Object, MaxItems: 4, Members: &params},
+	}}
+	_, errs := DecodeBody([]byte(`{"mode":"b","params":{"top_p":2,"n":"x","other":1}}`), s)
+	want := strings.Join([]string{
+		`{"type":"enum","loc":["body","mode"],"msg":"Input should be 'a'","input":"b","ctx":{"expected":"'a'"}}`,
+		`{"type":"less_than_equal","loc":["body","params","top_p"],"msg":"Input should be less than or equal to 1","input":2,"ctx":{"le":1.0}}`,
+		`{"type":"int_parsing","loc":["body","params","n"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"x"}`,
+	}, ",")
+	if got := detail(t, errs); got != want {
+		t.Errorf("errors\n got: %s\nwant: %s", got, want)
+	}
+	vals, errs := DecodeBody([]byte(`{"params":{"top_p":null,"n":3}}`), s)
+	if obj, ok := vals.Object("params"); errs != nil || !ok || len(obj) != 2 {
+		t.Errorf("valid members: %v, %v %v", errs, obj, ok)
+	}
+}
+
 func TestDecodeBodyOptionalSchema(t *testing.T) {
 	s := Schema{Fields: []Field{{Name: "limit", Kind: Int}}}
 	for _, body := range []string{``, `  `, `null`} {

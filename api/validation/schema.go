@@ -49,6 +49,9 @@ type Field struct {
 	Nullable bool // JSON null is accepted (and recorded as null)
 
 	Elem *Field   // List: the element field (its Name is ignored); nil accepts any JSON values
+	// Members, for an Object, checks its members where it is checked, so
+	// that their errors come with the rest of the request's (nil: any).
+	Members *Schema
 	Enum []string // Enum / Literal: the allowed values, matched exactly
 
 	Ge, Le *float64 // Int / Float / Decimal: inclusive bounds; see Bound
@@ -170,6 +173,11 @@ func (f *Field) validate(loc []any, in any) (any, Errors) {
 			v = obj
 		default:
 			err = errorPtr(newError("dict_type", loc, in))
+		}
+		if m, ok := v.(map[string]any); ok && f.Members != nil {
+			if _, errs := f.Members.Validate(loc, m); len(errs) > 0 {
+				return nil, errs
+			}
 		}
 	case List:
 		return f.validateList(loc, in)
