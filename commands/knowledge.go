@@ -140,7 +140,7 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 		// its Idempotency-Key finds the document recorded, and indexes it).
 		// Not err: an embedder's answer may quote the document. jerr only
 		// for the log: whatever refused the job, the answer is this one.
-		return doc, 0, res, fmt.Errorf("%w (queueing its reindex job: %v)", errNotIndexed, jerr)
+		return doc, 0, res, fmt.Errorf("%w (queueing its reindex job: %v)", errNotIndexed, jerr) //nolint:errorlint // jerr only as text: the answer is errNotIndexed whatever it was
 	}
 	return doc, 0, jobRes, nil // the later position: a read after the answer sees the job too
 }

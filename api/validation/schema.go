@@ -48,11 +48,11 @@ type Field struct {
 	Required bool // absent → "missing"; an optional absent field is simply not in Values
 	Nullable bool // JSON null is accepted (and recorded as null)
 
-	Elem *Field   // List: the element field (its Name is ignored); nil accepts any JSON values
+	Elem *Field // List: the element field (its Name is ignored); nil accepts any JSON values
 	// Members, for an Object, checks its members where it is checked, so
 	// that their errors come with the rest of the request's (nil: any).
 	Members *Schema
-	Enum []string // Enum / Literal: the allowed values, matched exactly
+	Enum    []string // Enum / Literal: the allowed values, matched exactly
 
 	Ge, Le *float64 // Int / Float / Decimal: inclusive bounds; see Bound
 

@@ -247,7 +247,7 @@ func TestServeListensBeforeItSaysSo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer held.Close()
+	defer func() { _ = held.Close() }()
 	port := strconv.Itoa(held.Addr().(*net.TCPAddr).Port)
 	env := map[string]string{"LECTERN_JWT_KEY": strings.Repeat("12", 32), "PORT": port, "LECTERN_LOG_LEVEL": "info"}
 	logged, err := withStderr(t, func() error {
