@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -45,6 +46,18 @@ func (b *bufferedResponse) WriteHeader(code int) {
 const idempotencyLeaseDuration = 6 * time.Second
 
 var idempotencyLease = fmt.Sprintf("%d milliseconds", idempotencyLeaseDuration.Milliseconds())
+
+// declareKeyAnswers documents, on every operation that honours
+// Idempotency-Key, the 409 idempotently answers while the key's first
+// request is in progress (the 422 at the header the document adds itself).
+func declareKeyAnswers(ops []operation) {
+	for i := range ops {
+		if ops[i].idempotent && !slices.Contains(ops[i].errors, http.StatusConflict) {
+			// A copy: operations share their errors slices.
+			ops[i].errors = append(slices.Clip(ops[i].errors), http.StatusConflict)
+		}
+	}
+}
 
 // replayedHeaders are the headers a replay repeats.
 var replayedHeaders = []string{"Content-Type", "X-Event-Position", "X-Projection-Pending", "Location"}

@@ -116,6 +116,7 @@ func New(deps Deps) (*Server, error) {
 	}
 	s := &Server{deps: deps, sessions: &sessionChecks{db: deps.DB, lease: deps.SessionLease}}
 	s.ops = s.operations()
+	declareKeyAnswers(s.ops)
 	if err := resolveLocations(s.ops, allComponents()); err != nil {
 		return nil, err
 	}
