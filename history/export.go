@@ -110,6 +110,13 @@ func export(ctx context.Context, s eventstore.Store, w io.Writer, f Filter, line
 		return 0, err
 	}
 	out := bufio.NewWriterSize(w, 64<<10)
+	defer func() {
+		if err != nil {
+			// The lines encoded before the failure are whole: written, an
+			// export resumed after the output's last line redoes less.
+			_ = out.Flush()
+		}
+	}()
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	q := Query{Filter: f, After: f.After, Limit: pageSize}

@@ -114,6 +114,11 @@ func TestExportThatStopsCountsTheEventsItWrote(t *testing.T) {
 	if n, _ := strconv.Atoi(m[1]); n != lines {
 		t.Errorf("the export says it stopped after %d events, and wrote %d lines: %v", n, lines, err)
 	}
+	// Ann's events, before the damaged key, are written (whole lines):
+	// a resumed export redoes less.
+	if lines == 0 || !strings.HasSuffix(string(b), "\n") {
+		t.Errorf("the stopped export wrote %d lines (%d bytes): want Ann's, each whole", lines, len(b))
+	}
 }
 
 // `users create` refuses what the API would refuse at login or sign-up: an
