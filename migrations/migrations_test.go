@@ -85,3 +85,66 @@ func TestPasswordHashesLeaveTheStoredEvents(t *testing.T) {
 		t.Errorf("credentials: %q (%v), want the hash kept there", hash, err)
 	}
 }
+
+// Messages an older version published into the default topic with a
+// partner's contact details or an invite code in clear are redacted as they
+// would be published now; other messages, and those already redacted, stay
+// as they were.
+func TestPublishedMessagesAreRedacted(t *testing.T) {
+	ctx := context.Background()
+	pool := emptyDatabase(t)
+	if err := migrations.UpTo(ctx, pool, 26); err != nil {
+		t.Fatal(err)
+	}
+	msgs := map[string]string{
+		"partner":  `{"type":"lectern.partner.created","data":{"partner_id":2,"org_id":1,"full_name":"Tina Teacher","email":"tina@example.com","phone":"+44 1234 567890","role":"partner"}}`,
+		"issued":   `{"type":"lectern.class.invite_code_issued","data":{"class_id":1,"invite_code_id":3,"code":"PJYZKH4W"}}`,
+		"used":     `{"type":"lectern.class.invite_code_used","data":{"class_id":1,"invite_code_id":3,"code":"PJYZKH4W","user_id":5}}`,
+		"class":    `{"type":"lectern.class.created","data":{"class_id":1,"name":"Algebra A"}}`,
+		"redacted": `{"type":"lectern.partner.created","data":{"partner_id":3,"full_name":"[redacted]","email":"[redacted]","phone":null}}`,
+	}
+	for id, payload := range msgs {
+		if _, err := pool.Exec(ctx, `INSERT INTO watermill_lectern_classroom (uuid, payload, metadata, transaction_id)
+			VALUES ($1, $2, '{}', pg_current_xact_id())`, id, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	rows, err := pool.Query(ctx, `SELECT uuid, payload::text FROM watermill_lectern_classroom`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, payload string
+		if err := rows.Scan(&id, &payload); err != nil {
+			t.Fatal(err)
+		}
+		got[id] = payload
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"Tina", "tina@", "+44", "PJYZKH4W"} {
+		for id, payload := range got {
+			if strings.Contains(payload, secret) {
+				t.Errorf("message %s still holds %q: %s", id, secret, payload)
+			}
+		}
+	}
+	for _, id := range []string{"partner", "issued", "used"} {
+		if !strings.Contains(got[id], `"[redacted]"`) {
+			t.Errorf("message %s: %s, want its fields redacted", id, got[id])
+		}
+	}
+	if !strings.Contains(got["partner"], `"partner_id": 2`) || !strings.Contains(got["used"], `"user_id": 5`) {
+		t.Errorf("the redacted messages lost other members: %s, %s", got["partner"], got["used"])
+	}
+	for _, id := range []string{"class", "redacted"} {
+		if got[id] != msgs[id] {
+			t.Errorf("message %s: %s, want it untouched: %s", id, got[id], msgs[id])
+		}
+	}
+}
