@@ -156,18 +156,53 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 	return aead, nil
 }
 
+// checkSubject names the row of subject_keys that ties the database to its
+// master key: a random key wrapped by it, which opens nothing. No subject
+// is named so (subjects are "user-7", "partner-3").
+const checkSubject = "$master"
+
 // Verify checks that the master key (or, during a rotation, the previous
-// one) opens a subject key of the database, if it holds any: a process
-// given another master key would read no personal field, and seal new
-// subjects' fields under keys that no other process can open.
+// one) is the database's: a process given another master key would read
+// no personal field, and seal new subjects' fields under keys that no other
+// process can open. The first key verified on a database claims it (the
+// check row), so that a key file made afresh under a misspelt path is
+// refused even before any personal field is sealed (a database new, or
+// upgraded from before sealing); a database from before the check row is
+// checked against its first subject key, then claimed.
 func (k *Keys) Verify(ctx context.Context) error {
-	var subject string
-	var wrapped []byte
-	err := k.db.QueryRow(ctx, `SELECT subject, wrapped FROM subject_keys WHERE wrapped IS NOT NULL ORDER BY subject LIMIT 1`).Scan(&subject, &wrapped)
+	wrapped, err := k.load(ctx, checkSubject)
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.Is(err, pgx.ErrNoRows), errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
-		return nil // nothing sealed yet (or not migrated yet): any key will do
+	case errors.As(err, &pgErr) && pgErr.Code == "42P01": // undefined_table
+		return nil // not migrated yet: the process that migrates verifies
+	case errors.Is(err, pgx.ErrNoRows):
+		if err := k.verifyFirstSubject(ctx); err != nil {
+			return err
+		}
+		if wrapped, err = k.create(ctx, checkSubject); err != nil { // or another process's, made first
+			return fmt.Errorf("personal: claim the database for the master key: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("personal: read the master key's check: %w", err)
+	}
+	raw, _, err := k.unwrapRaw(checkSubject, wrapped)
+	if err != nil {
+		return fmt.Errorf("the master key of personal data does not open this database's subject keys: %w", err)
+	}
+	clear(raw)
+	return nil
+}
+
+// verifyFirstSubject checks the master key against the database's first
+// subject key, if it has one.
+func (k *Keys) verifyFirstSubject(ctx context.Context) error {
+	var subject string
+	var wrapped []byte
+	err := k.db.QueryRow(ctx, `SELECT subject, wrapped FROM subject_keys WHERE wrapped IS NOT NULL AND subject <> $1
+		ORDER BY subject LIMIT 1`, checkSubject).Scan(&subject, &wrapped)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
 	case err != nil:
 		return fmt.Errorf("personal: read a subject key to check the master key: %w", err)
 	}

@@ -83,30 +83,67 @@ func TestKeysInPostgreSQL(t *testing.T) {
 }
 
 // A process given another master key finds out at start (Verify), before
-// it seals anything under keys no other process could open; the right key,
-// the previous one during a rotation, and a database with no subject key
-// yet pass.
+// it seals anything under keys no other process could open: the first key
+// verified claims the database, even before any subject key exists (a
+// database new, or upgraded from before sealing), so that a key file made
+// afresh under a misspelt path is refused; the right key passes, and the
+// previous one during a rotation, and after the rotation the new one alone.
 func TestVerifyTheMasterKey(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Fresh(t)
 	master, other := masterKey(t), masterKey(t)
 	a, _ := personal.NewKeys(db, master)
 	if err := a.Verify(ctx); err != nil {
-		t.Fatalf("no subject key yet: %v", err)
+		t.Fatalf("the first key on a database: %v", err)
 	}
+	wrong, _ := personal.NewKeys(db, other)
+	refused := func(k *personal.Keys, when string) {
+		t.Helper()
+		if err := k.Verify(ctx); err == nil || !strings.Contains(err.Error(), "does not open this database's subject keys") {
+			t.Errorf("another master key, %s: %v, want refused", when, err)
+		}
+	}
+	refused(wrong, "before any subject key")
 	if _, err := a.Key(ctx, "user-7", true); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Verify(ctx); err != nil {
 		t.Errorf("the master key that made the keys: %v", err)
 	}
-	wrong, _ := personal.NewKeys(db, other)
-	if err := wrong.Verify(ctx); err == nil || !strings.Contains(err.Error(), "does not open this database's subject keys") {
-		t.Errorf("another master key: %v, want refused", err)
-	}
+	refused(wrong, "with a subject key")
 	rotating, _ := personal.NewRotatingKeys(db, other, master)
 	if err := rotating.Verify(ctx); err != nil {
 		t.Errorf("during a rotation away from the key that made them: %v", err)
+	}
+	if _, err := rotating.Rewrap(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rotated, _ := personal.NewKeys(db, other)
+	if err := rotated.Verify(ctx); err != nil {
+		t.Errorf("the new key alone, after the rotation: %v", err)
+	}
+	refused(a, "the old key alone, after the rotation")
+}
+
+// A database whose subject keys predate the check row is checked against
+// its first subject key, then claimed by the key that opens it.
+func TestVerifyADatabaseFromBeforeTheCheck(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Fresh(t)
+	master, other := masterKey(t), masterKey(t)
+	a, _ := personal.NewKeys(db, master)
+	if _, err := a.Key(ctx, "user-7", true); err != nil { // no Verify: as before the check
+		t.Fatal(err)
+	}
+	wrong, _ := personal.NewKeys(db, other)
+	if err := wrong.Verify(ctx); err == nil {
+		t.Error("another master key claimed a database whose subject keys it cannot open")
+	}
+	if err := a.Verify(ctx); err != nil {
+		t.Errorf("the key of its subject keys: %v", err)
+	}
+	if err := wrong.Verify(ctx); err == nil {
+		t.Error("another master key, once the database is claimed: accepted")
 	}
 }
 

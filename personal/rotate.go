@@ -18,6 +18,34 @@ import (
 // left, the replicas drop LECTERN_DATA_KEY_PREVIOUS. The subjects' keys,
 // and so every event, stay as they are: only their wrapping changes.
 
+// rewrapCheck wraps the master key's check row (Verify) under the current
+// master key, if the previous one wrapped it: after the rotation, processes
+// that know the current key alone verify against it. It is no subject's
+// key, and no report counts it.
+func (k *Keys) rewrapCheck(ctx context.Context) error {
+	wrapped, err := k.load(ctx, checkSubject)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	raw, byPrevious, err := k.unwrapRaw(checkSubject, wrapped)
+	if err != nil {
+		return fmt.Errorf("the master key check: %w", err)
+	}
+	defer clear(raw)
+	if !byPrevious {
+		return nil
+	}
+	rewrapped, err := k.wrap(checkSubject, raw)
+	if err != nil {
+		return err
+	}
+	_, err = k.db.Exec(ctx, `UPDATE subject_keys SET wrapped = $3 WHERE subject = $1 AND wrapped = $2`, checkSubject, wrapped, rewrapped)
+	return err
+}
+
 // rewrapRead, when set (by tests), runs between a batch's read and its
 // write.
 var rewrapRead func()
@@ -56,6 +84,9 @@ func (k *Keys) Rewrap(ctx context.Context) (RewrapReport, error) {
 	var rep RewrapReport
 	if k.previous == nil {
 		return rep, ErrNoPreviousKey
+	}
+	if err := k.rewrapCheck(ctx); err != nil {
+		return rep, err
 	}
 	after := ""
 	for {
@@ -102,8 +133,8 @@ func (k *Keys) RewrapAll(ctx context.Context, report func(pass int, rep RewrapRe
 // rewrapBatch rewraps the batch of keys after the subject after, and
 // returns how many rows it read and the last subject.
 func (k *Keys) rewrapBatch(ctx context.Context, after string, rep *RewrapReport) (int, string, error) {
-	rows, err := k.db.Query(ctx, `SELECT subject, wrapped FROM subject_keys WHERE subject > $1 ORDER BY subject LIMIT $2`,
-		after, rewrapBatch)
+	rows, err := k.db.Query(ctx, `SELECT subject, wrapped FROM subject_keys WHERE subject > $1 AND subject <> $3 ORDER BY subject LIMIT $2`,
+		after, rewrapBatch, checkSubject)
 	if err != nil {
 		return 0, "", err
 	}

@@ -192,6 +192,17 @@ type Service struct {
 	janitor             *janitor.Janitor
 	sessionLease        *authlease.Lease
 	pingStore           func(context.Context) error // EventStoreDB's; nil on the PostgreSQL store
+	keys                *personal.Keys              // nil: events in clear (the bench's build)
+}
+
+// VerifyDataKey refuses a master key of personal data that is not the
+// database's (personal.Keys.Verify), and claims a database no key has
+// claimed yet: a process runs it once migrated, before it serves.
+func (s *Service) VerifyDataKey(ctx context.Context) error {
+	if s.keys == nil {
+		return nil
+	}
+	return s.keys.Verify(ctx)
 }
 
 // readyTimeout bounds each dependency's check in /readyz.
@@ -400,7 +411,8 @@ func New(cfg Config) (*Service, error) {
 	m.RegisterPool("projections", projPool)
 	m.RegisterPool("downstream", downPool)
 	s := &Service{Commands: cmds, Identity: cmds.Identity, Search: search, Listener: listener, Runner: runner, pool: cfg.Pool,
-		projPool: projPool, downPool: downPool, closeStore: closeStore, Downstream: forwarder, newDownstreamRunner: newDownstreamRunner}
+		projPool: projPool, downPool: downPool, closeStore: closeStore, Downstream: forwarder, newDownstreamRunner: newDownstreamRunner,
+		keys: keys}
 	if es != nil {
 		s.pingStore = es.Ping
 	}

@@ -190,18 +190,6 @@ func openSealer(ctx context.Context, why string, dataKeys func(env) ([]byte, []b
 	return personal.NewSealer(keys), keys, pool, nil
 }
 
-// verifyDataKey refuses a master key of personal data that does not open
-// the database's subject keys (a key of another deployment, a misspelt key
-// file made afresh): with it, a process would read no personal field and
-// seal new ones under keys no other process can open.
-func verifyDataKey(ctx context.Context, pool *pgxpool.Pool, key, previous []byte) error {
-	keys, err := personal.NewRotatingKeys(pool, key, previous)
-	if err != nil {
-		return err
-	}
-	return keys.Verify(ctx)
-}
-
 // openEventStore opens the event store the service runs on: EventStoreDB
 // when EVENTSTORE_URL is set, else the PostgreSQL store of DATABASE_URL.
 func openEventStore(ctx context.Context) (eventstore.Store, func(), error) {
@@ -307,7 +295,7 @@ func sealCmd() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			sealer, _, pool, err := openSealer(ctx, "sealing needs it", env.dataKeys)
+			sealer, _, pool, err := openSealer(ctx, "sealing needs it", env.readDataKeys)
 			if err != nil {
 				return err
 			}

@@ -278,7 +278,7 @@ func readEnv(needKey bool) (env, error) {
 // During a rotation both must exist already: a current key made here, or
 // on each replica, would open nothing the others wrote, and a previous one
 // made here would open nothing at all. Nor does a command that only reads
-// (reading: export, replay) make one: a new key opens nothing, and a
+// (export, replay, events seal) make one: a new key opens nothing, and a
 // misspelt LECTERN_DATA_KEY_FILE would leave a stray master key behind.
 func (e env) dataKeys() (key, previous []byte, err error) {
 	return e.loadDataKeys(false)
@@ -430,10 +430,6 @@ func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider
 			attrs = append(attrs, "previous_key_id", personal.KeyID(previous))
 		}
 		log.Info("master key of personal data", attrs...)
-		if err := verifyDataKey(ctx, pool, dataKey, previous); err != nil {
-			pool.Close()
-			return nil, nil, err
-		}
 	}
 	svc, err := service.New(service.Config{Pool: pool, JWTKey: key, DataKey: dataKey, PreviousDataKey: previous,
 		AdminEmails: e.AdminEmails, Mail: sender, Logger: log,
@@ -492,6 +488,9 @@ func serveCmd() *cobra.Command {
 				if err := migrations.Up(ctx, pool); err != nil {
 					return err
 				}
+			}
+			if err := svc.VerifyDataKey(ctx); err != nil {
+				return err
 			}
 			srv := &http.Server{
 				Addr:              net.JoinHostPort("", e.Port),
@@ -616,6 +615,9 @@ func usersCmd() *cobra.Command {
 			defer pool.Close()
 			defer svc.Close()
 			if err := migrations.Up(cmd.Context(), pool); err != nil {
+				return err
+			}
+			if err := svc.VerifyDataKey(cmd.Context()); err != nil {
 				return err
 			}
 			ctx := commands.WithMetadata(cmd.Context(), eventstore.Metadata{
