@@ -466,7 +466,8 @@ var errBadRefresh = derrors.New(derrors.ErrUnauthenticated, "Could not validate 
 // no more, even through a token issued while the revocation ran: an UPDATE
 // that revokes a family does not see a token inserted by a rotation that
 // commits under it, but it does revoke the token that rotation locked, so
-// the family keeps a revoked row (the janitor purges a family only whole).
+// the family keeps a revoked row (the janitor purges revoked rows only with
+// their whole family).
 // The rotation and its new token commit together.
 func (i *Identity) Refresh(ctx context.Context, token string) (Tokens, error) {
 	tx, err := i.d.DB.Begin(ctx)

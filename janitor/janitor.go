@@ -24,6 +24,11 @@ const (
 	BatchSize = 10_000
 	// IdempotencyTTL is how long an Idempotency-Key is kept (DESIGN §3).
 	IdempotencyTTL = 24 * time.Hour
+	// DefaultStatementTimeout bounds one DELETE of a purge: one that cannot
+	// run (its table locked) or runs long fails the run, which the next
+	// tick tries again, rather than holding the janitor, or a transaction
+	// id that every projection waits for, without bound.
+	DefaultStatementTimeout = 30 * time.Second
 )
 
 // Janitor purges on a schedule.
@@ -36,6 +41,9 @@ type Janitor struct {
 	runs    prometheus.Gauge
 	// Every is the time between runs (default DefaultEvery).
 	Every time.Duration
+	// StatementTimeout bounds each DELETE of the janitor's own purges
+	// (default DefaultStatementTimeout).
+	StatementTimeout time.Duration
 }
 
 // New returns a janitor. reg, if set, gets lectern_janitor_deleted_rows_total
@@ -57,7 +65,7 @@ func New(db *pgxpool.Pool, limiter *ratelimit.Limiter, now func() time.Time, log
 	if now == nil {
 		now = time.Now
 	}
-	j := &Janitor{db: db, limiter: limiter, now: now, logger: logger, Every: DefaultEvery,
+	j := &Janitor{db: db, limiter: limiter, now: now, logger: logger, Every: DefaultEvery, StatementTimeout: DefaultStatementTimeout,
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lectern_janitor_deleted_rows_total",
 			Help: "Rows the janitor purged, by table."}, []string{"table"}),
 		runs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lectern_janitor_last_run_timestamp_seconds",
@@ -77,12 +85,17 @@ func New(db *pgxpool.Pool, limiter *ratelimit.Limiter, now func() time.Time, log
 // purges are the tables and what in them has had its day. $1 is now.
 var purges = []struct{ table, where string }{
 	{"email_codes", "expires_at < $1"},
-	// A refresh token past its expiry is refused anyway, but a family goes
-	// only whole, once its last token expired: its revoked rows are what
-	// refuses a token a rotation issued while the family was being revoked
+	// A refresh token past its expiry is refused anyway (Refresh refuses
+	// an expired token before it looks for reuse), so one that is not
+	// revoked goes at its expiry: a session refreshed every few minutes
+	// keeps its family alive for good, and the tokens it rotated away would
+	// otherwise pile up as long. A revoked token goes only with its whole
+	// family, once the family's last token expired: the revoked rows are
+	// what the session check reads (api/sessioncheck.go) and what refuses
+	// a token a rotation issued while the family was being revoked
 	// (commands.Identity.Refresh), and that token expires after them.
-	{"refresh_tokens", "expires_at < $1 AND NOT EXISTS (SELECT 1 FROM refresh_tokens later " +
-		"WHERE later.family_id = refresh_tokens.family_id AND later.expires_at >= $1)"},
+	{"refresh_tokens", "expires_at < $1 AND (revoked_at IS NULL OR NOT EXISTS (SELECT 1 FROM refresh_tokens later " +
+		"WHERE later.family_id = refresh_tokens.family_id AND later.expires_at >= $1))"},
 	{"idempotency_keys", "created_at < $1::timestamptz - interval '24 hours'"},
 }
 
@@ -90,10 +103,20 @@ var purges = []struct{ table, where string }{
 func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 	now := j.now()
 	out := map[string]int64{}
+	timeout := j.StatementTimeout
+	if timeout <= 0 {
+		timeout = DefaultStatementTimeout
+	}
 	for _, p := range purges {
 		for {
-			tag, err := j.db.Exec(ctx, fmt.Sprintf(
-				`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d)`, p.table, p.where, BatchSize), now)
+			// SKIP LOCKED: a row another transaction holds waits for the
+			// next run, rather than this DELETE waiting for it with every
+			// row it deleted so far locked.
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			tag, err := j.db.Exec(sctx, fmt.Sprintf(
+				`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d FOR UPDATE SKIP LOCKED)`,
+				p.table, p.where, BatchSize), now)
+			cancel()
 			if err != nil {
 				return out, fmt.Errorf("janitor: purge %s: %w", p.table, err)
 			}

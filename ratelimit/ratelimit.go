@@ -240,6 +240,10 @@ var idle = []struct{ table, where string }{
 	{"rate_windows", "idle_at <= $1"},
 }
 
+// pruneStatementTimeout bounds one DELETE of Prune: one that cannot run
+// fails the prune, which its next run does again.
+const pruneStatementTimeout = 30 * time.Second
+
 // Prune deletes the buckets that hold nothing from cutoff on, at most batch
 // rows per DELETE (so that none holds a long transaction), and returns how
 // many rows went from each table, those of the DELETEs that completed when
@@ -253,8 +257,14 @@ func (l *Limiter) Prune(ctx context.Context, cutoff time.Time, batch int) (map[s
 	deleted := map[string]int64{}
 	for _, p := range idle {
 		for {
-			tag, err := l.db.Exec(ctx, fmt.Sprintf(
-				`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d)`, p.table, p.where, batch), cutoff)
+			// SKIP LOCKED: a bucket a hit holds waits for the next prune,
+			// rather than this DELETE waiting for it with every bucket it
+			// deleted so far locked, and the hits on those waiting too.
+			sctx, cancel := context.WithTimeout(ctx, pruneStatementTimeout)
+			tag, err := l.db.Exec(sctx, fmt.Sprintf(
+				`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d FOR UPDATE SKIP LOCKED)`,
+				p.table, p.where, batch), cutoff)
+			cancel()
 			if err != nil {
 				return deleted, fmt.Errorf("ratelimit: prune %s: %w", p.table, err)
 			}
