@@ -433,3 +433,47 @@ func TestARefreshTokenOfAnErasedAccountIsRefused(t *testing.T) {
 	}
 	wantDetail(t, refresh(t, e, u.Refresh), http.StatusUnauthorized, "Could not validate credentials")
 }
+
+// A sign-up that stopped between claiming its address and recording its
+// account (a crash; a database gone, so that the release failed too) does
+// not lock the address out: past a grace far longer than a write may run,
+// the next sign-up takes the claim over, and the abandoned credentials go.
+// A claim younger than that (a sign-up perhaps under way), and one of a
+// recorded account however old, still answer 409.
+func TestAnAbandonedSignUpDoesNotLockTheAddressOut(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t).from(t)
+	ctx := context.Background()
+	abandon := func(email string, id int64, age string) {
+		t.Helper()
+		if _, err := e.pool.Exec(ctx, `INSERT INTO unique_claims (scope, key, owner, claimed_at) VALUES ('user_email', $1, $2, now() - $3::interval)`,
+			email, fmt.Sprint("user-", id), age); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.pool.Exec(ctx, `INSERT INTO credentials (user_id, password_hash, updated_at) VALUES ($1, 'abandoned', now())`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signUp := func(email string) response {
+		return e.do(t, "POST", "/user/signup", map[string]string{"email": email, "password": "correct horse battery", "name": "Ada",
+			"email_verified_token": e.verifiedToken(t, email)}, "")
+	}
+	old, young := uniqueEmail(), uniqueEmail()
+	abandon(old, 900_000_001, "11 minutes")
+	abandon(young, 900_000_002, "1 minute")
+	wantStatus(t, signUp(old), http.StatusCreated)
+	wantStatus(t, login(t, e, old, "correct horse battery"), http.StatusOK)
+	var left int
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM credentials WHERE user_id = 900000001`).Scan(&left); err != nil || left != 0 {
+		t.Errorf("the abandoned sign-up's credentials: %d rows (%v), want none", left, err)
+	}
+	wantDetail(t, signUp(young), http.StatusConflict, "Email already registered")
+
+	u := e.signUp(t)
+	if _, err := e.pool.Exec(ctx, `UPDATE unique_claims SET claimed_at = now() - interval '1 year' WHERE scope = 'user_email' AND key = $1`,
+		u.Email); err != nil {
+		t.Fatal(err)
+	}
+	wantDetail(t, signUp(u.Email), http.StatusConflict, "Email already registered")
+	wantStatus(t, login(t, e, u.Email, u.Password), http.StatusOK)
+}

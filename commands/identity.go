@@ -269,6 +269,42 @@ func (i *Identity) SignUp(ctx context.Context, email, password, name, verifiedTo
 	return user, toks, res, err
 }
 
+// abandonedClaimAge is how old an e-mail's claim must be for a sign-up to
+// take it over from an account never recorded: far longer than a write may
+// run (its bound is a minute), so that no sign-up under way loses it.
+const abandonedClaimAge = 10 * time.Minute
+
+// takeOverAbandonedEmail gives email's claim to owner when the account that
+// holds it was never recorded: a sign-up that stopped between its claim and
+// its event (a crash, or a database that went away, so that the release of
+// its failure failed too) would otherwise lock the address out for good.
+// Its credentials go with it.
+func (i *Identity) takeOverAbandonedEmail(ctx context.Context, email, owner string) (bool, error) {
+	var holder string
+	var old bool // by the database's clock, which stamped the claim
+	err := i.d.DB.QueryRow(ctx, `SELECT owner, claimed_at < now() - make_interval(secs => $3) FROM unique_claims
+		WHERE scope = $1 AND key = $2`, emailScope, email, abandonedClaimAge.Seconds()).Scan(&holder, &old)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return claim(ctx, i.d, emailScope, email, owner) // released meanwhile
+	}
+	if err != nil || !old {
+		return false, err
+	}
+	recorded, err := i.d.Store.ReadStream(ctx, holder, eventstore.Forwards, 1, 1)
+	if err != nil || len(recorded) > 0 {
+		return false, err
+	}
+	tag, err := i.d.DB.Exec(ctx, `UPDATE unique_claims SET owner = $3, claimed_at = now()
+		WHERE scope = $1 AND key = $2 AND owner = $4`, emailScope, email, owner, holder)
+	if err != nil || tag.RowsAffected() == 0 {
+		return false, err // another sign-up took it first
+	}
+	if id, ok := strings.CutPrefix(holder, events.CategoryUser+"-"); ok {
+		_, err = i.d.DB.Exec(ctx, `DELETE FROM credentials WHERE user_id = $1::bigint`, id)
+	}
+	return true, err
+}
+
 // CreateUser creates an account directly (the operator's command line, and
 // sign-up once the e-mail is verified).
 func (i *Identity) CreateUser(ctx context.Context, email, password, name string, admin bool) (aggregates.User, Result, error) {
@@ -283,6 +319,9 @@ func (i *Identity) CreateUser(ctx context.Context, email, password, name string,
 	}
 	stream := eventstore.StreamName(events.CategoryUser, id)
 	ok, err := claim(ctx, i.d, emailScope, email, stream)
+	if err == nil && !ok {
+		ok, err = i.takeOverAbandonedEmail(ctx, email, stream)
+	}
 	if err != nil {
 		return aggregates.User{}, Result{}, err
 	}
