@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"lectern/mail"
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/service"
 )
 
@@ -71,4 +73,22 @@ func send(method, url, token string, body []byte) (int, http.Header, []byte, err
 	defer res.Body.Close()
 	data, err := io.ReadAll(res.Body)
 	return res.StatusCode, res.Header, data, err
+}
+
+// The service's pools name their connections, so that an operator reading
+// pg_stat_activity tells the projections' and the forwarder's from others.
+func TestPoolsNameTheirConnections(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	_, _, stop := serve(t, service.Config{Pool: pool})
+	defer stop()
+	for _, name := range []string{service.ProjectionsApplicationName, service.DownstreamApplicationName} {
+		poll.Must(t, 20*time.Second, "a connection named "+name, func() bool {
+			var n int
+			if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = $1`, name).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			return n > 0
+		})
+	}
 }

@@ -205,6 +205,13 @@ func (s *Service) VerifyDataKey(ctx context.Context) error {
 	return s.keys.Verify(ctx)
 }
 
+// The names of the service's own pools' connections in pg_stat_activity
+// (lectern serve names its main pool "lectern" unless DATABASE_URL names it).
+const (
+	ProjectionsApplicationName = "lectern projections"
+	DownstreamApplicationName  = "lectern downstream"
+)
+
 // readyTimeout bounds each dependency's check in /readyz.
 const readyTimeout = 2 * time.Second
 
@@ -212,12 +219,15 @@ const readyTimeout = 2 * time.Second
 // the WAL flush: a read model lost in a crash loses its offset with it (one
 // transaction) and is rebuilt from the durable event log, so durability buys
 // nothing there but latency.
-func projectionPool(main *pgxpool.Pool, size int32) (*pgxpool.Pool, error) {
+// Its connections are named (application_name), so that pg_stat_activity
+// tells them from the main pool's.
+func projectionPool(main *pgxpool.Pool, size int32, name string) (*pgxpool.Pool, error) {
 	cfg := main.Config().Copy()
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
 	}
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	cfg.ConnConfig.RuntimeParams["application_name"] = name
 	cfg.MaxConns = size
 	cfg.MinConns = 0
 	return pgxpool.NewWithConfig(context.Background(), cfg)
@@ -361,7 +371,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	projPool, err := projectionPool(cfg.Pool, 8)
+	projPool, err := projectionPool(cfg.Pool, 8, ProjectionsApplicationName)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +395,7 @@ func New(cfg Config) (*Service, error) {
 	// replay does not republish, and its runner is restarted after a broker
 	// outage instead of stalling. Its connections are its own, so that its
 	// transactions never queue the read models' for a connection.
-	downPool, err := projectionPool(cfg.Pool, 2)
+	downPool, err := projectionPool(cfg.Pool, 2, DownstreamApplicationName)
 	if err != nil {
 		projPool.Close()
 		_ = forwarder.Close()

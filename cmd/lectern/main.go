@@ -363,6 +363,13 @@ func connect(ctx context.Context, url string, tp trace.TracerProvider) (*pgxpool
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = int32(max(4, 2*runtime.NumCPU()))
 	}
+	// Named in pg_stat_activity, unless DATABASE_URL names it.
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, named := cfg.ConnConfig.RuntimeParams["application_name"]; !named {
+		cfg.ConnConfig.RuntimeParams["application_name"] = "lectern"
+	}
 	tracing.InstrumentPool(cfg, tp)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
