@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -419,4 +420,29 @@ func TestNoActiveEnrollmentInAnEndedClass(t *testing.T) {
 	wantDetail(t, e.join(t, student, inviteCodes(t, created)["student"]["code"]), http.StatusConflict, "The class has ended")
 	wantStatus(t, e.do(t, "POST", s.enrollPath(student.ID), map[string]any{"class_id": class, "student_id": student.ID,
 		"status": "completed", "enrolled_at": "2026-01-05T09:00:00Z", "completed_at": "2026-03-01T09:00:00Z"}, s.teacher.Access), http.StatusCreated)
+}
+
+// A seat left by an enrollment that stopped between its seat and its event
+// (a crash; a database gone, so that its release failed too) does not leave
+// the student "already enrolled" for good: past a grace far longer than a
+// write may run, the next enrollment of the student takes it. A younger
+// seat (an enrollment perhaps under way) still answers 409.
+func TestAnAbandonedSeatDoesNotHoldTheStudentOut(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	s := openSchool(t, e)
+	class := num(t, e.createClass(t, s, `{"name":"Seats"}`), "id")
+	abandoned, young := e.signUp(t), e.signUp(t)
+	for _, c := range []struct {
+		student int64
+		age     string
+	}{{abandoned.ID, "11 minutes"}, {young.ID, "1 minute"}} {
+		if _, err := e.pool.Exec(context.Background(), `INSERT INTO unique_claims (scope, key, owner, claimed_at)
+			VALUES ('active_enrollment', $1, $2, now() - $3::interval)`,
+			fmt.Sprintf("%d:%d", class, c.student), fmt.Sprintf("enrollment-%d", 900_000_000+c.student), c.age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantStatus(t, e.enroll(t, s, class, abandoned.ID), http.StatusCreated)
+	wantDetail(t, e.enroll(t, s, class, young.ID), http.StatusConflict, "The student already has an active enrollment in this class")
 }

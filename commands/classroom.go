@@ -288,7 +288,7 @@ func (c *Classroom) RevokeInviteCode(ctx context.Context, cmd aggregates.RevokeI
 
 // seats are the classes' seats: the capacity and one-active-enrollment
 // rule, which spans a class and its enrollments.
-func (c *Classroom) seats() seatReservations { return seatReservations{db: c.d.DB} }
+func (c *Classroom) seats() seatReservations { return seatReservations{db: c.d.DB, store: c.d.Store} }
 
 // Enroll enrolls a student in a class of orgID. The student must have an
 // account; an active enrollment takes the student's one active place in the

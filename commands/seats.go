@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/aggregates"
+	"lectern/eventstore"
 )
 
 // activeEnrollmentScope is the uniqueness claim scope of seats: keys are
@@ -27,7 +29,8 @@ const activeEnrollmentScope = "active_enrollment"
 // A seat is a row of unique_claims (activeEnrollmentScope), so the
 // reservations are the count of a class's taken seats.
 type seatReservations struct {
-	db *pgxpool.Pool
+	db    *pgxpool.Pool
+	store eventstore.Store // reads whether a seat's enrollment was recorded
 }
 
 func seatKey(classID, studentID int64) string {
@@ -62,6 +65,19 @@ func (s seatReservations) Reserve(ctx context.Context, class aggregates.Class, s
 		// earlier attempt's of this request, which took this seat.
 		return nil
 	}
+	if holder != "" {
+		abandoned, err := s.abandoned(ctx, tx, key, holder)
+		if err != nil {
+			return err
+		}
+		if abandoned {
+			if _, err := tx.Exec(ctx, `DELETE FROM unique_claims WHERE scope = $1 AND key = $2 AND owner = $3`,
+				activeEnrollmentScope, key, holder); err != nil {
+				return err
+			}
+			holder = ""
+		}
+	}
 	alreadyActive := holder != ""
 	var taken int64
 	if class.Capacity != nil && !alreadyActive {
@@ -80,6 +96,25 @@ func (s seatReservations) Reserve(ctx context.Context, class aggregates.Class, s
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// abandonedSeatAge is how old a seat's claim must be to be taken for
+// abandoned when its enrollment was never recorded: far longer than a write
+// may run (its bound is a minute), so that no enrollment under way loses it.
+const abandonedSeatAge = 10 * time.Minute
+
+// abandoned reports whether holder's seat (key) was left by an enrollment
+// that stopped between its seat and its event (a crash, or a database gone
+// so that Release failed too): without it, the student would read as
+// enrolled in the class for good, and never be.
+func (s seatReservations) abandoned(ctx context.Context, tx pgx.Tx, key, holder string) (bool, error) {
+	var old bool // by the database's clock, which stamped the claim
+	if err := tx.QueryRow(ctx, `SELECT claimed_at < now() - make_interval(secs => $3) FROM unique_claims
+		WHERE scope = $1 AND key = $2`, activeEnrollmentScope, key, abandonedSeatAge.Seconds()).Scan(&old); err != nil || !old {
+		return false, err
+	}
+	recorded, err := s.store.ReadStream(ctx, holder, eventstore.Forwards, 1, 1)
+	return err == nil && len(recorded) == 0, err
 }
 
 // Release gives back the student's seat in the class if the enrollment
