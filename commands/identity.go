@@ -269,11 +269,6 @@ func (i *Identity) SignUp(ctx context.Context, email, password, name, verifiedTo
 	return user, toks, res, err
 }
 
-// abandonedClaimAge is how old an e-mail's claim must be for a sign-up to
-// take it over from an account never recorded: far longer than a write may
-// run (its bound is a minute), so that no sign-up under way loses it.
-const abandonedClaimAge = 10 * time.Minute
-
 // takeOverAbandonedEmail gives email's claim to owner when the account that
 // holds it was never recorded: a sign-up that stopped between its claim and
 // its event (a crash, or a database that went away, so that the release of
@@ -281,17 +276,14 @@ const abandonedClaimAge = 10 * time.Minute
 // Its credentials go with it.
 func (i *Identity) takeOverAbandonedEmail(ctx context.Context, email, owner string) (bool, error) {
 	var holder string
-	var old bool // by the database's clock, which stamped the claim
-	err := i.d.DB.QueryRow(ctx, `SELECT owner, claimed_at < now() - make_interval(secs => $3) FROM unique_claims
-		WHERE scope = $1 AND key = $2`, emailScope, email, abandonedClaimAge.Seconds()).Scan(&holder, &old)
+	err := i.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, emailScope, email).Scan(&holder)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return claim(ctx, i.d, emailScope, email, owner) // released meanwhile
 	}
-	if err != nil || !old {
+	if err != nil {
 		return false, err
 	}
-	recorded, err := i.d.Store.ReadStream(ctx, holder, eventstore.Forwards, 1, 1)
-	if err != nil || len(recorded) > 0 {
+	if abandoned, err := abandonedClaim(ctx, i.d.DB, i.d.Store, emailScope, email, holder); err != nil || !abandoned {
 		return false, err
 	}
 	tag, err := i.d.DB.Exec(ctx, `UPDATE unique_claims SET owner = $3, claimed_at = now()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -337,6 +338,33 @@ func claim(ctx context.Context, d Deps, scope, key, owner string) (bool, error) 
 		return false, err
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// abandonedClaimAge is how old a claim must be to be taken for abandoned
+// when what it claims for was never recorded: far longer than a write may
+// run (its bound is a minute), so that no command under way loses it.
+const abandonedClaimAge = 10 * time.Minute
+
+// abandonedClaim reports whether scope's claim on key, held by holder (a
+// stream), was left by a command that stopped between its claim and its
+// event (a crash, or a database gone, so that its release failed too): it
+// is older than abandonedClaimAge, by the database's clock, which stamped
+// it, and holder's stream holds no event. Without a way to tell, such a
+// claim would hold its key for good.
+func abandonedClaim(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, store eventstore.Store, scope, key, holder string) (bool, error) {
+	var old bool
+	err := q.QueryRow(ctx, `SELECT claimed_at < now() - make_interval(secs => $4) FROM unique_claims
+		WHERE scope = $1 AND key = $2 AND owner = $3`, scope, key, holder, abandonedClaimAge.Seconds()).Scan(&old)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil // released, or taken, meanwhile
+	case err != nil || !old:
+		return false, err
+	}
+	recorded, err := store.ReadStream(ctx, holder, eventstore.Forwards, 1, 1)
+	return err == nil && len(recorded) == 0, err
 }
 
 // release gives up a claim a failed command made.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -66,7 +65,7 @@ func (s seatReservations) Reserve(ctx context.Context, class aggregates.Class, s
 		return nil
 	}
 	if holder != "" {
-		abandoned, err := s.abandoned(ctx, tx, key, holder)
+		abandoned, err := abandonedClaim(ctx, tx, s.store, activeEnrollmentScope, key, holder)
 		if err != nil {
 			return err
 		}
@@ -96,25 +95,6 @@ func (s seatReservations) Reserve(ctx context.Context, class aggregates.Class, s
 		return err
 	}
 	return tx.Commit(ctx)
-}
-
-// abandonedSeatAge is how old a seat's claim must be to be taken for
-// abandoned when its enrollment was never recorded: far longer than a write
-// may run (its bound is a minute), so that no enrollment under way loses it.
-const abandonedSeatAge = 10 * time.Minute
-
-// abandoned reports whether holder's seat (key) was left by an enrollment
-// that stopped between its seat and its event (a crash, or a database gone
-// so that Release failed too): without it, the student would read as
-// enrolled in the class for good, and never be.
-func (s seatReservations) abandoned(ctx context.Context, tx pgx.Tx, key, holder string) (bool, error) {
-	var old bool // by the database's clock, which stamped the claim
-	if err := tx.QueryRow(ctx, `SELECT claimed_at < now() - make_interval(secs => $3) FROM unique_claims
-		WHERE scope = $1 AND key = $2`, activeEnrollmentScope, key, abandonedSeatAge.Seconds()).Scan(&old); err != nil || !old {
-		return false, err
-	}
-	recorded, err := s.store.ReadStream(ctx, holder, eventstore.Forwards, 1, 1)
-	return err == nil && len(recorded) == 0, err
 }
 
 // Release gives back the student's seat in the class if the enrollment
