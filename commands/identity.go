@@ -443,25 +443,7 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 // checked against the old password could store its session after the change
 // or the erasure had revoked the others, and outlive it.
 func (i *Identity) issueFor(ctx context.Context, user aggregates.User, hash string) (Tokens, error) {
-	family := uuid.New()
-	access, exp, err := i.tokens.IssueSessionAccess(user.ID, user.Roles, family.String())
-	if err != nil {
-		return Tokens{}, err
-	}
-	refresh, err := auth.NewOpaqueToken()
-	if err != nil {
-		return Tokens{}, err
-	}
-	tag, err := i.d.DB.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
-		SELECT $1, $2, $3, $4 FROM credentials WHERE user_id = $2 AND password_hash = $5 FOR SHARE`,
-		auth.HashSecret(refresh), user.ID, family, i.d.Now().Add(RefreshTTL), hash)
-	if err != nil {
-		return Tokens{}, err
-	}
-	if tag.RowsAffected() == 0 {
-		return Tokens{}, errBadLogin // the password is no longer the account's
-	}
-	return Tokens{AccessToken: access, RefreshToken: refresh, ExpiresAt: exp}, nil
+	return i.issueWhile(ctx, i.d.DB, user, uuid.New(), hash)
 }
 
 // issue creates an access token and a refresh token of family.
@@ -471,9 +453,18 @@ func (i *Identity) issue(ctx context.Context, user aggregates.User, family uuid.
 
 // issueIn is issue with the refresh token inserted through db (a
 // transaction, for a rotation).
-func (i *Identity) issueIn(ctx context.Context, db interface {
+func (i *Identity) issueIn(ctx context.Context, db execer, user aggregates.User, family uuid.UUID) (Tokens, error) {
+	return i.issueWhile(ctx, db, user, family, "")
+}
+
+type execer interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, user aggregates.User, family uuid.UUID) (Tokens, error) {
+}
+
+// issueWhile is issueIn whose refresh token, when hash is set, is stored
+// only while hash is the account's password hash (issueFor): else the
+// login is refused.
+func (i *Identity) issueWhile(ctx context.Context, db execer, user aggregates.User, family uuid.UUID, hash string) (Tokens, error) {
 	access, exp, err := i.tokens.IssueSessionAccess(user.ID, user.Roles, family.String())
 	if err != nil {
 		return Tokens{}, err
@@ -482,9 +473,19 @@ func (i *Identity) issueIn(ctx context.Context, db interface {
 	if err != nil {
 		return Tokens{}, err
 	}
-	if _, err := db.Exec(ctx, `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at) VALUES ($1, $2, $3, $4)`,
-		auth.HashSecret(refresh), user.ID, family, i.d.Now().Add(RefreshTTL)); err != nil {
+	args := []any{auth.HashSecret(refresh), user.ID, family, i.d.Now().Add(RefreshTTL)}
+	insert := `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at) VALUES ($1, $2, $3, $4)`
+	if hash != "" {
+		insert = `INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
+			SELECT $1, $2, $3, $4 FROM credentials WHERE user_id = $2 AND password_hash = $5 FOR SHARE`
+		args = append(args, hash)
+	}
+	tag, err := db.Exec(ctx, insert, args...)
+	switch {
+	case err != nil:
 		return Tokens{}, err
+	case tag.RowsAffected() == 0:
+		return Tokens{}, errBadLogin // the password is no longer the account's
 	}
 	return Tokens{AccessToken: access, RefreshToken: refresh, ExpiresAt: exp}, nil
 }
