@@ -185,12 +185,7 @@ func (k *Keys) Verify(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("personal: read the master key's check: %w", err)
 	}
-	raw, _, err := k.unwrapRaw(checkSubject, wrapped)
-	if err != nil {
-		return fmt.Errorf("the master key of personal data does not open this database's subject keys: %w", err)
-	}
-	clear(raw)
-	return nil
+	return k.opens(checkSubject, wrapped)
 }
 
 // verifyFirstSubject checks the master key against the database's first
@@ -206,6 +201,11 @@ func (k *Keys) verifyFirstSubject(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("personal: read a subject key to check the master key: %w", err)
 	}
+	return k.opens(subject, wrapped)
+}
+
+// opens refuses a master key that opens neither subject's wrapped key.
+func (k *Keys) opens(subject string, wrapped []byte) error {
 	raw, _, err := k.unwrapRaw(subject, wrapped)
 	if err != nil {
 		return fmt.Errorf("the master key of personal data does not open this database's subject keys: %w", err)
