@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lectern/pgbatch"
 	"lectern/ratelimit"
 )
 
@@ -108,23 +109,12 @@ func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 		timeout = DefaultStatementTimeout
 	}
 	for _, p := range purges {
-		for {
-			// SKIP LOCKED: a row another transaction holds waits for the
-			// next run, rather than this DELETE waiting for it with every
-			// row it deleted so far locked.
-			sctx, cancel := context.WithTimeout(ctx, timeout)
-			tag, err := j.db.Exec(sctx, fmt.Sprintf(
-				`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d FOR UPDATE SKIP LOCKED)`,
-				p.table, p.where, BatchSize), now)
-			cancel()
-			if err != nil {
-				return out, fmt.Errorf("janitor: purge %s: %w", p.table, err)
-			}
-			out[p.table] += tag.RowsAffected()
-			j.deleted.WithLabelValues(p.table).Add(float64(tag.RowsAffected()))
-			if tag.RowsAffected() < BatchSize {
-				break
-			}
+		n, err := pgbatch.Delete(ctx, j.db, p.table, p.where, now, BatchSize, timeout, func(n int64) {
+			j.deleted.WithLabelValues(p.table).Add(float64(n))
+		})
+		out[p.table] += n
+		if err != nil {
+			return out, fmt.Errorf("janitor: purge %s: %w", p.table, err)
 		}
 	}
 	// The rate-limit buckets: what is idle is the limiter's to say; the

@@ -28,6 +28,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"lectern/pgbatch"
 )
 
 // Rate is a token bucket: N tokens, refilled at N per Per.
@@ -256,22 +258,13 @@ func (l *Limiter) Prune(ctx context.Context, cutoff time.Time, batch int) (map[s
 	}
 	deleted := map[string]int64{}
 	for _, p := range idle {
-		for {
-			// SKIP LOCKED: a bucket a hit holds waits for the next prune,
-			// rather than this DELETE waiting for it with every bucket it
-			// deleted so far locked, and the hits on those waiting too.
-			sctx, cancel := context.WithTimeout(ctx, pruneStatementTimeout)
-			tag, err := l.db.Exec(sctx, fmt.Sprintf(
-				`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d FOR UPDATE SKIP LOCKED)`,
-				p.table, p.where, batch), cutoff)
-			cancel()
-			if err != nil {
-				return deleted, fmt.Errorf("ratelimit: prune %s: %w", p.table, err)
-			}
-			deleted[p.table] += tag.RowsAffected()
-			if tag.RowsAffected() < int64(batch) {
-				break
-			}
+		// A bucket a hit holds waits for the next prune (pgbatch: SKIP
+		// LOCKED), and the hits on the buckets deleted so far never wait
+		// for it.
+		n, err := pgbatch.Delete(ctx, l.db, p.table, p.where, cutoff, batch, pruneStatementTimeout, nil)
+		deleted[p.table] += n
+		if err != nil {
+			return deleted, fmt.Errorf("ratelimit: prune %s: %w", p.table, err)
 		}
 	}
 	return deleted, nil
