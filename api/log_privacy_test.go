@@ -14,10 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -27,13 +24,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/emersion/go-smtp"
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 
 	"lectern/knowledge"
 	"lectern/llm"
 	"lectern/mail"
+	"lectern/mail/mailtest"
 	"lectern/pgtest"
 	"lectern/poll"
 	"lectern/service"
@@ -58,38 +55,6 @@ func (m *reviewMail) Send(ctx context.Context, msg mail.Message) error {
 		return err
 	}
 	return m.log.Send(ctx, msg)
-}
-
-// refusingSMTP is an SMTP server that refuses every recipient with a 550
-// quoting the address, as a mail server does for an unknown mailbox.
-type refusingSMTP struct{}
-
-func (refusingSMTP) NewSession(*smtp.Conn) (smtp.Session, error) { return refusingSession{}, nil }
-
-type refusingSession struct{}
-
-func (refusingSession) Mail(string, *smtp.MailOptions) error { return nil }
-func (refusingSession) Rcpt(to string, _ *smtp.RcptOptions) error {
-	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
-		Message: "<" + to + ">: Recipient address rejected: User unknown in virtual mailbox table"}
-}
-func (refusingSession) Data(io.Reader) error { return nil }
-func (refusingSession) Reset()               {}
-func (refusingSession) Logout() error        { return nil }
-
-func startRefusingSMTP(t *testing.T) string {
-	t.Helper()
-	srv := smtp.NewServer(refusingSMTP{})
-	srv.Domain = "localhost"
-	srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
-	srv.ErrorLog = log.New(io.Discard, "", 0)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
 }
 
 // startEmbeddings is an OpenAI-compatible embeddings endpoint: the offline
@@ -208,7 +173,7 @@ func TestLogsAndMetricsHoldNoPersonalData(t *testing.T) {
 	embedKey := secret("sk-embed-")
 	secrets["embeddings API key"] = embedKey
 	embedder := &knowledge.Remote{URL: startEmbeddings(t, "EMBEDFAIL"), Model: "e", APIKey: embedKey}
-	smtpAddr := startRefusingSMTP(t)
+	smtpAddr := mailtest.StartRefusing(t, false)
 	refused := "refused-" + strings.ToLower(marker) + "@example.com"
 	e := startReviewEnv(t, []llm.Model{
 		{ID: 1, Name: "echo", Provider: llm.ProviderEcho, Timeout: 5 * time.Second, Default: true},

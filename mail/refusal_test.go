@@ -3,44 +3,13 @@ package mail
 import (
 	"context"
 	"errors"
-	"io"
-	"log"
-	"net"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/emersion/go-smtp"
 	gomail "github.com/wneessen/go-mail"
+
+	"lectern/mail/mailtest"
 )
-
-// refusing is an SMTP backend whose server refuses every recipient, or
-// the message (DATA), quoting the address as Postfix does.
-type refusing struct{ atData bool }
-
-func (b refusing) NewSession(*smtp.Conn) (smtp.Session, error) { return &refusingSession{b: b}, nil }
-
-type refusingSession struct {
-	b  refusing
-	to string
-}
-
-func (s *refusingSession) Mail(string, *smtp.MailOptions) error { return nil }
-func (s *refusingSession) Rcpt(to string, _ *smtp.RcptOptions) error {
-	s.to = to
-	if s.b.atData {
-		return nil
-	}
-	return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 1, 1},
-		Message: "<" + to + ">: Recipient address rejected: User unknown in virtual mailbox table"}
-}
-func (s *refusingSession) Data(r io.Reader) error {
-	_, _ = io.Copy(io.Discard, r)
-	return &smtp.SMTPError{Code: 452, EnhancedCode: smtp.EnhancedCode{4, 2, 2},
-		Message: "<" + s.to + ">: mailbox full"}
-}
-func (s *refusingSession) Reset()        {}
-func (s *refusingSession) Logout() error { return nil }
 
 // A delivery the server refuses fails with an error that names neither the
 // recipient nor the server's reply quoting it (the caller logs it, and the
@@ -57,21 +26,12 @@ func TestSMTPRefusalNamesNoRecipient(t *testing.T) {
 		{"message refused", true, "the server answered 452 4.2.2 (temporary)", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := smtp.NewServer(refusing{atData: tc.atData})
-			srv.Domain = "localhost"
-			srv.ReadTimeout, srv.WriteTimeout = 10*time.Second, 10*time.Second
-			srv.ErrorLog = log.New(io.Discard, "", 0)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			go func() { _ = srv.Serve(ln) }()
-			t.Cleanup(func() { _ = srv.Close() })
+			addr := mailtest.StartRefusing(t, tc.atData)
 
-			s := newTestSender(t, "smtp://"+ln.Addr().String(), nil)
+			s := newTestSender(t, "smtp://"+addr, nil)
 			m := testMessage
 			m.To = "ann.marker@example.com"
-			err = s.Send(context.Background(), m)
+			err := s.Send(context.Background(), m)
 			if err == nil {
 				t.Fatal("a refused delivery succeeded")
 			}
