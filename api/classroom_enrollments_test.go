@@ -446,3 +446,56 @@ func TestAnAbandonedSeatDoesNotHoldTheStudentOut(t *testing.T) {
 	wantStatus(t, e.enroll(t, s, class, abandoned.ID), http.StatusCreated)
 	wantDetail(t, e.enroll(t, s, class, young.ID), http.StatusConflict, "The student already has an active enrollment in this class")
 }
+
+// A seat another student's enrollment abandoned (it stopped between its seat
+// and its event) does not keep a full class full for good: an enrollment or
+// a join that finds the class full frees such seats past the same grace, and
+// counts again. A younger seat, or a recorded enrollment's however old,
+// still fills the class.
+func TestAFullClassFreesAnotherStudentsAbandonedSeat(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	s := openSchool(t, e)
+	// seat claims a seat of the class for a student by hand, age ago, as an
+	// enrollment that never recorded its event would have left it.
+	seat := func(t *testing.T, class, student int64, age string) {
+		t.Helper()
+		if _, err := e.pool.Exec(context.Background(), `INSERT INTO unique_claims (scope, key, owner, claimed_at)
+			VALUES ('active_enrollment', $1, $2, now() - $3::interval)`,
+			fmt.Sprintf("%d:%d", class, student), fmt.Sprintf("enrollment-%d", 900_000_000+student), age); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oneSeat := func(t *testing.T) (class int64, code any) {
+		t.Helper()
+		created := e.createClass(t, s, `{"name":"One seat","capacity":1}`)
+		return num(t, created, "id"), inviteCodes(t, created)["student"]["code"]
+	}
+	t.Run("a partner's enrollment takes an abandoned seat", func(t *testing.T) {
+		class, _ := oneSeat(t)
+		seat(t, class, e.signUp(t).ID, "11 minutes")
+		wantStatus(t, e.enroll(t, s, class, e.signUp(t).ID), http.StatusCreated)
+	})
+	t.Run("a join takes an abandoned seat", func(t *testing.T) {
+		class, code := oneSeat(t)
+		seat(t, class, e.signUp(t).ID, "11 minutes")
+		wantStatus(t, e.join(t, e.signUp(t), code), http.StatusCreated)
+	})
+	t.Run("a young seat fills the class", func(t *testing.T) {
+		class, code := oneSeat(t)
+		seat(t, class, e.signUp(t).ID, "9 minutes")
+		wantDetail(t, e.enroll(t, s, class, e.signUp(t).ID), http.StatusConflict, classFull)
+		wantDetail(t, e.join(t, e.signUp(t), code), http.StatusConflict, classFull)
+	})
+	t.Run("a recorded enrollment's old seat fills the class", func(t *testing.T) {
+		class, code := oneSeat(t)
+		held := e.signUp(t)
+		wantStatus(t, e.enroll(t, s, class, held.ID), http.StatusCreated)
+		if _, err := e.pool.Exec(context.Background(), `UPDATE unique_claims SET claimed_at = now() - interval '1 hour'
+			WHERE scope = 'active_enrollment' AND key = $1`, fmt.Sprintf("%d:%d", class, held.ID)); err != nil {
+			t.Fatal(err)
+		}
+		wantDetail(t, e.enroll(t, s, class, e.signUp(t).ID), http.StatusConflict, classFull)
+		wantDetail(t, e.join(t, e.signUp(t), code), http.StatusConflict, classFull)
+	})
+}
