@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -295,6 +296,8 @@ func TestABacklogGoesOnceInBatches(t *testing.T) {
 			SELECT i %% 100, 'key-' || i, 'agent_ids', 0, i FROM generate_series(1, %d) i`, n),
 		fmt.Sprintf(`INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at)
 			SELECT 'token-' || i, 1, gen_random_uuid(), '2026-11-24 11:00Z' FROM generate_series(1, %d) i`, n),
+		fmt.Sprintf(`INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at, started_at, finished_at)
+			SELECT i, i, 1, 'completed', '2026-01-01Z', '2026-01-01Z', '2026-01-01Z' FROM generate_series(1, %d) i`, n),
 	)
 	var wg sync.WaitGroup
 	totals := make([]map[string]int64, 2)
@@ -310,12 +313,12 @@ func TestABacklogGoesOnceInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, table := range []string{"idempotency_keys", "refresh_tokens"} {
+	for _, table := range []string{"idempotency_keys", "refresh_tokens", "knowledge_reindex_jobs"} {
 		if sum := totals[0][table] + totals[1][table]; sum != int64(n) {
 			t.Errorf("%s: %d + %d deleted, want %d in all", table, totals[0][table], totals[1][table], n)
 		}
 	}
-	for _, table := range []string{"idempotency_keys", "idempotency_ids", "refresh_tokens"} {
+	for _, table := range []string{"idempotency_keys", "idempotency_ids", "refresh_tokens", "knowledge_reindex_jobs"} {
 		if got := count(t, db, `SELECT count(*) FROM `+table); got != 0 {
 			t.Errorf("%s: %d rows left", table, got)
 		}
@@ -323,8 +326,8 @@ func TestABacklogGoesOnceInBatches(t *testing.T) {
 }
 
 // The janitor deletes only what the docs say it deletes: it keeps every row
-// still of use, at the edges of their lifetimes, and never touches the
-// tables it does not purge.
+// still of use, at the edges of their lifetimes (or retentions), and never
+// touches the tables it does not purge.
 func TestJanitorKeepsWhatItMust(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Fresh(t)
@@ -355,11 +358,16 @@ func TestJanitorKeepsWhatItMust(t *testing.T) {
 		{`INSERT INTO projection_dead_letters (projection, event_id, event_type, stream_id, position, error, failures, status, first_failed_at, updated_at)
 			SELECT 'accounts', gen_random_uuid(), 't', 's', '0', 'e', 5, s, $1, $1 FROM unnest(ARRAY['stopped', 'retry', 'skip', 'skipped', 'resolved']) s`,
 			[]any{now.Add(-365 * 24 * time.Hour)}},
-		// A document's blob, chunks and reindex jobs, a year old.
+		// A document's blob and chunks, a year old.
 		{`INSERT INTO document_blobs (owner_id, hash, size, content, sealed, created_at) VALUES (1, 'h', 1, 'x', false, $1)`, []any{now.Add(-365 * 24 * time.Hour)}},
 		{`INSERT INTO knowledge_chunks (id, knowledge_id, ord, text, embedding, owner_id) VALUES (1, 1, 0, 't', '{1}', 1)`, nil},
-		{`INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at) VALUES (1, 1, 1, 'queued', $1), (2, 1, 1, 'completed', $1)`,
-			[]any{now.Add(-365 * 24 * time.Hour)}},
+		// Reindex jobs requested a year ago and not finished (queued, and
+		// running on a lease that ran out: a worker takes it up again), and
+		// finished ones within their retention, one at its very edge.
+		{`INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at, started_at, finished_at, lease_until) VALUES
+			(1, 1, 1, 'queued', $1, NULL, NULL, NULL), (2, 1, 1, 'running', $1, $1, NULL, $1),
+			(3, 1, 1, 'completed', $1, $1, $2, NULL), (4, 1, 1, 'failed', $1, $1, $3, NULL)`,
+			[]any{now.Add(-365 * 24 * time.Hour), now.Add(-janitor.DefaultJobRetention), now.Add(-time.Hour)}},
 		{`INSERT INTO unique_claims (scope, key, owner, claimed_at) VALUES ('user_email', 'a@example.com', 'user-1', $1)`, []any{now.Add(-365 * 24 * time.Hour)}},
 		{`INSERT INTO credentials (user_id, password_hash, updated_at) VALUES (1, 'h', $1)`, []any{now.Add(-365 * 24 * time.Hour)}},
 		{`INSERT INTO subject_keys (subject, wrapped, created_at) VALUES ('user-1', 'k', $1)`, []any{now.Add(-365 * 24 * time.Hour)}},
@@ -431,5 +439,138 @@ func TestRateLimitPruneSkipsBucketsOthersHold(t *testing.T) {
 		cancel()
 		_ = holder.Rollback(ctx)
 		t.Fatalf("the run waited for a held rate bucket (5 s, then the holder gave up: %v); a hit on another idle bucket waited meanwhile: %v", <-done, waited > 0)
+	}
+}
+
+// Finished reindex jobs go once their retention is over: nothing reads a
+// job's row but its owner's GET of it, and every reindex ever asked for
+// would otherwise stay. Jobs not finished stay however old they are (the
+// queue's: a running one whose lease ran out is taken up again), and so do
+// finished ones within the retention, which Janitor.JobRetention sets.
+// Dead letters, finished or not, are an operator's to see: they stay.
+func TestFinishedReindexJobsGoAfterTheirRetention(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Fresh(t)
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	year := now.Add(-365 * 24 * time.Hour)
+	ago := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	for _, job := range []struct {
+		id       int64
+		status   string
+		finished *time.Time
+	}{
+		{1, "completed", &year},
+		{2, "failed", ago(janitor.DefaultJobRetention + time.Microsecond)},
+		{3, "completed", ago(janitor.DefaultJobRetention - time.Minute)},
+		{4, "queued", nil},
+		{5, "running", nil},
+		{6, "failed", ago(2 * time.Hour)},
+	} {
+		var started, lease *time.Time
+		if job.status != "queued" {
+			started = &year
+		}
+		if job.status == "running" {
+			lease = &year // ran out long ago: a worker takes the job up again
+		}
+		if _, err := db.Exec(ctx, `INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at, started_at, finished_at, lease_until)
+			VALUES ($1, $1, 1, $2, $3, $4, $5, $6)`, job.id, job.status, year, started, job.finished, lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	execAll(t, db, `INSERT INTO projection_dead_letters (projection, event_id, event_type, stream_id, position, error, failures, status, first_failed_at, updated_at)
+		SELECT 'accounts', gen_random_uuid(), 't', 's', '0', 'e', 5, s, '2025-01-01Z', '2025-01-01Z' FROM unnest(ARRAY['stopped', 'retry', 'skip', 'skipped', 'resolved']) s`)
+	left := func() []int64 {
+		t.Helper()
+		rows, err := db.Query(ctx, `SELECT job_id FROM knowledge_reindex_jobs ORDER BY 1`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+
+	deleted, err := newJanitor(t, db, now).RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if deleted["knowledge_reindex_jobs"] != 2 {
+		t.Errorf("%d reindex jobs deleted, want 2 (those finished before the retention)", deleted["knowledge_reindex_jobs"])
+	}
+	if got, want := fmt.Sprint(left()), "[3 4 5 6]"; got != want {
+		t.Errorf("reindex jobs after the run: %s, want %s", got, want)
+	}
+
+	shorter := newJanitor(t, db, now)
+	shorter.JobRetention = time.Hour
+	if _, err := shorter.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(left()), "[4 5]"; got != want {
+		t.Errorf("reindex jobs after a run with a retention of an hour: %s, want %s (the queue's)", got, want)
+	}
+	if got := count(t, db, `SELECT count(*) FROM projection_dead_letters`); got != 5 {
+		t.Errorf("%d dead letters left, want all 5", got)
+	}
+}
+
+// Each purge reads only what goes, through an index of what it purges by
+// (migration 00028), rather than its whole table at every run: on tables
+// big enough for the planner to prefer the index, most of whose rows are
+// still of use (as a live service's are), each purge's DELETE, as the
+// janitor runs it, scans that index and no table whole.
+func TestPurgesReadTheirIndexes(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Fresh(t)
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	// refresh_tokens bigger: below some 50 000 to 80 000 rows, the planner rightly
+	// prefers reading the unexpired tokens once (a hashed subplan) to
+	// looking up each revoked candidate's family in refresh_tokens_family.
+	const live, tokens, gone = 20_000, 120_000, 100
+	execAll(t, db,
+		fmt.Sprintf(`INSERT INTO email_codes (token, email, code_hash, expires_at)
+			SELECT 'code-' || i, 'a@example.com', 'h', timestamptz '2026-11-24 12:00Z' + CASE WHEN i <= %[2]d THEN -1 ELSE 1 END * i * interval '1 ms'
+			FROM generate_series(1, %[1]d) i`, live+gone, gone),
+		fmt.Sprintf(`INSERT INTO refresh_tokens (token_hash, user_id, family_id, expires_at, revoked_at)
+			SELECT 'token-' || i, i %% 1000, gen_random_uuid(), timestamptz '2026-11-24 12:00Z' + CASE WHEN i <= %[2]d THEN -1 ELSE 1 END * i * interval '1 s',
+				CASE WHEN i %% 10 = 0 THEN timestamptz '2026-11-20Z' END
+			FROM generate_series(1, %[1]d) i`, tokens+gone, gone),
+		fmt.Sprintf(`INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, created_at)
+			SELECT i %% 1000, 'key-' || i, 'r', 201, '{}', '', timestamptz '2026-11-23 12:00Z' + CASE WHEN i <= %[2]d THEN -1 ELSE 1 END * i * interval '1 ms'
+			FROM generate_series(1, %[1]d) i`, live+gone, gone),
+		// Past the retention (30 days), the first jobs; after them, one in
+		// a hundred queued.
+		fmt.Sprintf(`INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at, started_at, finished_at)
+			SELECT i, i, 1, status, t, t, CASE WHEN status <> 'queued' THEN t END
+			FROM generate_series(1, %[1]d) i,
+				LATERAL (SELECT timestamptz '2026-10-25 12:00Z' + CASE WHEN i <= %[2]d THEN -1 ELSE 1 END * i * interval '1 s' AS t,
+					CASE WHEN i > %[2]d AND i %% 100 = 1 THEN 'queued' WHEN i %% 10 = 0 THEN 'failed' ELSE 'completed' END AS status) f`, live+gone, gone),
+		`ANALYZE email_codes, refresh_tokens, idempotency_keys, knowledge_reindex_jobs`,
+	)
+	index := map[string]string{"email_codes": "email_codes_expires_at", "refresh_tokens": "refresh_tokens_expires_at",
+		"idempotency_keys": "idempotency_keys_created_at", "knowledge_reindex_jobs": "knowledge_reindex_jobs_finished"}
+	j := newJanitor(t, db, now)
+	purges := j.Purges(now)
+	if len(purges) != len(index) {
+		t.Errorf("%d purges, want the %d of the tables this test knows the index of", len(purges), len(index))
+	}
+	for _, p := range purges {
+		plan := pgtest.Explain(t, db, p.SQL, p.Arg)
+		t.Logf("%s:\n%s", p.Table, plan)
+		if want := index[p.Table]; !strings.Contains(plan, " using "+want+" on "+p.Table) || strings.Contains(plan, "Seq Scan") {
+			t.Errorf("%s: the purge does not read the index %s (or reads a table whole):\n%s", p.Table, want, plan)
+		}
+	}
+	deleted, err := j.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for table := range index {
+		if deleted[table] != gone {
+			t.Errorf("%s: %d rows deleted, want %d", table, deleted[table], gone)
+		}
 	}
 }

@@ -1,6 +1,6 @@
 // Package janitor purges the operational tables that only grow otherwise:
-// expired e-mail codes and refresh tokens, day-old idempotency keys and
-// idle rate-limit buckets.
+// expired e-mail codes and refresh tokens, day-old idempotency keys, idle
+// rate-limit buckets and finished reindex jobs past their retention.
 package janitor
 
 import (
@@ -30,6 +30,12 @@ const (
 	// tick tries again, rather than holding the janitor, or a transaction
 	// id that every projection waits for, without bound.
 	DefaultStatementTimeout = 30 * time.Second
+	// DefaultJobRetention is how long a finished (completed or failed)
+	// reindex job is kept after it finished: its owner may read it
+	// (GET /user/document/{knowledge_id}/reindex/{job_id}) until then, and
+	// a 404 after. Its events (knowledge.reindex_requested and _finished)
+	// stay in the log.
+	DefaultJobRetention = 30 * 24 * time.Hour
 )
 
 // Janitor purges on a schedule.
@@ -45,6 +51,9 @@ type Janitor struct {
 	// StatementTimeout bounds each DELETE of the janitor's own purges
 	// (default DefaultStatementTimeout).
 	StatementTimeout time.Duration
+	// JobRetention is how long a finished reindex job is kept (default
+	// DefaultJobRetention).
+	JobRetention time.Duration
 }
 
 // New returns a janitor. reg, if set, gets lectern_janitor_deleted_rows_total
@@ -67,6 +76,7 @@ func New(db *pgxpool.Pool, limiter *ratelimit.Limiter, now func() time.Time, log
 		now = time.Now
 	}
 	j := &Janitor{db: db, limiter: limiter, now: now, logger: logger, Every: DefaultEvery, StatementTimeout: DefaultStatementTimeout,
+		JobRetention: DefaultJobRetention,
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lectern_janitor_deleted_rows_total",
 			Help: "Rows the janitor purged, by table."}, []string{"table"}),
 		runs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lectern_janitor_last_run_timestamp_seconds",
@@ -83,9 +93,21 @@ func New(db *pgxpool.Pool, limiter *ratelimit.Limiter, now func() time.Time, log
 	return j, nil
 }
 
-// purges are the tables and what in them has had its day. $1 is now.
-var purges = []struct{ table, where string }{
-	{"email_codes", "expires_at < $1"},
+// purge is a table and what in it has had its day: where's $1 is arg of
+// the time the run started (that time, or that time less a retention).
+type purge struct {
+	table, where string
+	arg          func(j *Janitor, now time.Time) time.Time
+}
+
+// atStart is the time the run started.
+func atStart(_ *Janitor, now time.Time) time.Time { return now }
+
+// purges are the tables the janitor purges itself, in order. Each where is
+// read through an index (migration 00028): the purge of a big table whose
+// rows are mostly still of use reads only what goes.
+var purges = []purge{
+	{"email_codes", "expires_at < $1", atStart},
 	// A refresh token past its expiry is refused anyway (Refresh refuses
 	// an expired token before it looks for reuse), so one that is not
 	// revoked goes at its expiry: a session refreshed every few minutes
@@ -96,8 +118,19 @@ var purges = []struct{ table, where string }{
 	// a token a rotation issued while the family was being revoked
 	// (commands.Identity.Refresh), and that token expires after them.
 	{"refresh_tokens", "expires_at < $1 AND (revoked_at IS NULL OR NOT EXISTS (SELECT 1 FROM refresh_tokens later " +
-		"WHERE later.family_id = refresh_tokens.family_id AND later.expires_at >= $1))"},
-	{"idempotency_keys", "created_at < $1::timestamptz - interval '24 hours'"},
+		"WHERE later.family_id = refresh_tokens.family_id AND later.expires_at >= $1))", atStart},
+	{"idempotency_keys", "created_at < $1", func(_ *Janitor, now time.Time) time.Time { return now.Add(-IdempotencyTTL) }},
+	// Finished reindex jobs, once their retention is over; queued and
+	// running ones are the queue's. The status condition is the partial
+	// index's (knowledge_reindex_jobs_finished), word for word, so that the
+	// planner can use it.
+	{"knowledge_reindex_jobs", "status IN ('completed', 'failed') AND finished_at < $1", func(j *Janitor, now time.Time) time.Time {
+		retention := j.JobRetention
+		if retention <= 0 {
+			retention = DefaultJobRetention
+		}
+		return now.Add(-retention)
+	}},
 }
 
 // RunOnce purges every table once and returns how many rows went from each.
@@ -109,7 +142,7 @@ func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 		timeout = DefaultStatementTimeout
 	}
 	for _, p := range purges {
-		n, err := pgbatch.Delete(ctx, j.db, p.table, p.where, now, BatchSize, timeout, func(n int64) {
+		n, err := pgbatch.Delete(ctx, j.db, p.table, p.where, p.arg(j, now), BatchSize, timeout, func(n int64) {
 			j.deleted.WithLabelValues(p.table).Add(float64(n))
 		})
 		out[p.table] += n

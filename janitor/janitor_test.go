@@ -40,6 +40,10 @@ func TestRunOncePurgesWhatExpired(t *testing.T) {
 		exec(`INSERT INTO idempotency_ids (user_id, key, sequence, seq_index, id) VALUES (1, $1, 'agent_ids', 0, $2)`,
 			[]string{"old", "fresh"}[i], i+1)
 	}
+	// A reindex job finished just past its retention, and one just within it.
+	exec(`INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at, started_at, finished_at) VALUES
+		(1, 1, 1, 'completed', $1, $1, $1), (2, 1, 1, 'failed', $2, $2, $2)`,
+		now.Add(-janitor.DefaultJobRetention-time.Minute), now.Add(-janitor.DefaultJobRetention+time.Minute))
 	exec(`INSERT INTO rate_buckets (bucket, tat, allowed) VALUES ('old', $1, true), ('fresh', $2, true)`, now.Add(-time.Minute), now.Add(time.Minute))
 	exec(`INSERT INTO rate_windows (bucket, hits, idle_at, allowed) VALUES ('old', '{}', $1, true), ('fresh', '{}', $2, true)`, now.Add(-time.Minute), now.Add(time.Minute))
 	// More idle token buckets than one DELETE takes: the purge goes on
@@ -57,7 +61,7 @@ func TestRunOncePurgesWhatExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]int64{"email_codes": 1, "refresh_tokens": 1, "idempotency_keys": 1,
+	want := map[string]int64{"email_codes": 1, "refresh_tokens": 1, "idempotency_keys": 1, "knowledge_reindex_jobs": 1,
 		"rate_buckets": 1 + janitor.BatchSize, "rate_windows": 1}
 	if diff := cmp.Diff(want, deleted); diff != "" {
 		t.Errorf("deleted (-want +got):\n%s", diff)
@@ -81,13 +85,28 @@ func TestRunOncePurgesWhatExpired(t *testing.T) {
 			t.Errorf("%s after the run (-want +got):\n%s", table, diff)
 		}
 	}
+	var jobs []int64
+	rows, err := db.Query(ctx, `SELECT job_id FROM knowledge_reindex_jobs ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, id)
+	}
+	if diff := cmp.Diff([]int64{2}, jobs); diff != "" {
+		t.Errorf("knowledge_reindex_jobs after the run (-want +got):\n%s", diff)
+	}
 	for table, n := range want {
 		if got := testutil.ToFloat64(j.Deleted(table)); got != float64(n) {
 			t.Errorf("lectern_janitor_deleted_rows_total{table=%s} = %v, want %d", table, got, n)
 		}
 	}
-	if n, err := testutil.GatherAndCount(reg, "lectern_janitor_deleted_rows_total", "lectern_janitor_last_run_timestamp_seconds"); err != nil || n != 6 {
-		t.Errorf("%d series registered (%v), want 6 (five tables and the last run)", n, err)
+	if n, err := testutil.GatherAndCount(reg, "lectern_janitor_deleted_rows_total", "lectern_janitor_last_run_timestamp_seconds"); err != nil || n != 7 {
+		t.Errorf("%d series registered (%v), want 7 (six tables and the last run)", n, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"path"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -43,4 +44,41 @@ func UpTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
 		return fmt.Errorf("migrations: %w", err)
 	}
 	return nil
+}
+
+// Latest is the version of the newest migration this binary holds: the
+// version Up brings a database to.
+func Latest() (int64, error) {
+	names, err := fs.Glob(files, "sql/*.sql")
+	if err != nil {
+		return 0, err
+	}
+	var latest int64
+	for _, name := range names {
+		v, err := goose.NumericComponent(path.Base(name))
+		if err != nil {
+			return 0, fmt.Errorf("migrations: %w", err)
+		}
+		latest = max(latest, v)
+	}
+	return latest, nil
+}
+
+// Current is the version the database is migrated to: the highest in
+// goose's version table, as goose reads it; 0 when the database has none
+// (no migration was ever applied). Unlike goose's own reading, it only
+// reads: it creates no version table.
+func Current(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("migrations: %w", err)
+	}
+	if !exists {
+		return 0, nil
+	}
+	var version int64
+	if err := pool.QueryRow(ctx, `SELECT COALESCE(max(version_id), 0) FROM goose_db_version`).Scan(&version); err != nil {
+		return 0, fmt.Errorf("migrations: %w", err)
+	}
+	return version, nil
 }

@@ -21,8 +21,7 @@ import (
 // caller's own text, never a user's.
 func Delete(ctx context.Context, db *pgxpool.Pool, table, where string, arg any, batch int, timeout time.Duration,
 	done func(n int64)) (int64, error) {
-	sql := fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d FOR UPDATE SKIP LOCKED)`,
-		table, where, batch)
+	sql := Statement(table, where, batch)
 	var total int64
 	for {
 		sctx, cancel := context.WithTimeout(ctx, timeout)
@@ -40,4 +39,11 @@ func Delete(ctx context.Context, db *pgxpool.Pool, table, where string, arg any,
 			return total, nil
 		}
 	}
+}
+
+// Statement is the DELETE that Delete runs, batch by batch: for a test
+// that holds it to reading an index (pgtest.Explain).
+func Statement(table, where string, batch int) string {
+	return fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid IN (SELECT ctid FROM %[1]s WHERE %[2]s LIMIT %[3]d FOR UPDATE SKIP LOCKED)`,
+		table, where, batch)
 }

@@ -385,13 +385,55 @@ func connect(ctx context.Context, url string, tp trace.TracerProvider) (*pgxpool
 }
 
 // connectEnv connects to DATABASE_URL, for the commands that need only the
-// database.
+// database. They do not migrate it: one not at this binary's latest
+// migration is refused (requireSchema).
 func connectEnv(ctx context.Context) (*pgxpool.Pool, error) {
+	pool, err := connectEnvUnchecked(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireSchema(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return pool, nil
+}
+
+// connectEnvUnchecked is connectEnv for `migrate`, whatever migration the
+// database is at.
+func connectEnvUnchecked(ctx context.Context) (*pgxpool.Pool, error) {
 	url, err := databaseURL()
 	if err != nil {
 		return nil, err
 	}
 	return connect(ctx, url, nil)
+}
+
+// requireSchema refuses a database that is not at this binary's latest
+// migration, before a command relies on its schema: one not migrated yet
+// (serve --migrate=false, a command that does not migrate) would answer
+// with errors, or worse, on tables that are missing or not yet changed;
+// one migrated by a newer lectern (a rollback) has a schema this binary
+// does not know, and running on it is not supported (docs/operations.md,
+// "Upgrading"). It only reads.
+func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	latest, err := migrations.Latest()
+	if err != nil {
+		return err
+	}
+	current, err := migrations.Current(ctx, pool)
+	if err != nil {
+		return err
+	}
+	switch {
+	case current < latest:
+		return fmt.Errorf("the database is at migration %d and this lectern's latest is %d: "+
+			"run `lectern migrate` first (or `lectern serve` without --migrate=false)", current, latest)
+	case current > latest:
+		return fmt.Errorf("the database is at migration %d and this lectern's latest is %d: a newer lectern migrated it, "+
+			"and this one does not know its schema; run the newer version (or restore the backup taken before the upgrade)", current, latest)
+	}
+	return nil
 }
 
 // build wires the service the environment describes, traced by tp (nil:
@@ -496,6 +538,9 @@ func serveCmd() *cobra.Command {
 					return err
 				}
 			}
+			if err := requireSchema(ctx, pool); err != nil {
+				return err
+			}
 			if err := svc.VerifyDataKey(ctx); err != nil {
 				return err
 			}
@@ -569,12 +614,16 @@ func migrateCmd() *cobra.Command {
 		Short: "Apply pending database migrations",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pool, err := connectEnv(cmd.Context())
+			pool, err := connectEnvUnchecked(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
 			if err := migrations.Up(cmd.Context(), pool); err != nil {
+				return err
+			}
+			// goose finds nothing to do on a newer database: not "applied".
+			if err := requireSchema(cmd.Context(), pool); err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
@@ -622,6 +671,9 @@ func usersCmd() *cobra.Command {
 			defer pool.Close()
 			defer svc.Close()
 			if err := migrations.Up(cmd.Context(), pool); err != nil {
+				return err
+			}
+			if err := requireSchema(cmd.Context(), pool); err != nil {
 				return err
 			}
 			if err := svc.VerifyDataKey(cmd.Context()); err != nil {
