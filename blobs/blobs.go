@@ -4,6 +4,11 @@
 // (EventStoreDB refuses an append over 1 MiB), and the content is sealed
 // under its owner's data key (package personal), so that erasing the owner
 // makes it unreadable with the rest of their personal data.
+//
+// A blob is stored before the event that refers to it is appended, and that
+// append may fail: each blob keeps a ref of every document it was stored
+// for (document_blob_refs), and Sweep deletes the refs of documents that
+// were never recorded, and a blob with its last ref.
 package blobs
 
 import (
@@ -40,7 +45,9 @@ var ErrNotFound = errors.New("blob not found")
 // DB is what the store needs of PostgreSQL: a pool or a transaction.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Store keeps blobs in db, sealed under their owners' keys; with no keys
@@ -55,9 +62,11 @@ func New(db DB, keys personal.KeySource) *Store { return &Store{db: db, keys: ke
 
 func subject(owner int64) string { return "user-" + strconv.FormatInt(owner, 10) }
 
-// Put stores owner's content, once: writing the same content again is a
-// no-op. It returns the content's address.
-func (s *Store) Put(ctx context.Context, owner int64, content []byte) (Ref, error) {
+// Put stores owner's content for the knowledge document knowledgeID, once:
+// writing the same content again is a no-op, but for its ref (Sweep). It
+// returns the content's address. The blob and its ref are written in one
+// transaction, under the blob's lock.
+func (s *Store) Put(ctx context.Context, owner, knowledgeID int64, content []byte) (Ref, error) {
 	ref := RefOf(content)
 	stored := content
 	if s.keys != nil {
@@ -71,12 +80,32 @@ func (s *Store) Put(ctx context.Context, owner int64, content []byte) (Ref, erro
 		}
 		stored = aead.Seal(nonce, nonce, content, []byte(ref.Hash))
 	}
-	if _, err := s.db.Exec(ctx, `INSERT INTO document_blobs (owner_id, hash, size, content, sealed) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (owner_id, hash) DO NOTHING`, owner, ref.Hash, ref.Size, stored, s.keys != nil); err != nil {
+	err := pgx.BeginFunc(ctx, s.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lockBlob, owner, ref.Hash); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO document_blobs (owner_id, hash, size, content, sealed, refs_complete)
+			VALUES ($1, $2, $3, $4, $5, true) ON CONFLICT (owner_id, hash) DO NOTHING`,
+			owner, ref.Hash, ref.Size, stored, s.keys != nil); err != nil {
+			return err
+		}
+		// A retry of the upload (its Idempotency-Key draws the same id)
+		// renews the ref: its append is under way again.
+		_, err := tx.Exec(ctx, `INSERT INTO document_blob_refs (owner_id, hash, knowledge_id) VALUES ($1, $2, $3)
+			ON CONFLICT (owner_id, hash, knowledge_id) DO UPDATE SET created_at = now()`, owner, ref.Hash, knowledgeID)
+		return err
+	})
+	if err != nil {
 		return Ref{}, fmt.Errorf("blobs: put: %w", err)
 	}
 	return ref, nil
 }
+
+// lockBlob takes the advisory lock of the blob ($1 its owner, $2 its hash)
+// until the transaction ends: Put holds it while it stores a blob and its
+// ref, Sweep while it deletes a ref and perhaps the blob, so that a sweep
+// never deletes a blob whose new ref is being written.
+const lockBlob = `SELECT pg_advisory_xact_lock(hashtextextended('lectern document blob ' || $1::bigint || ' ' || $2::text, 0))`
 
 // Get returns owner's content at ref, checked against its hash: ErrNotFound
 // once the owner was erased.

@@ -36,7 +36,7 @@ func testPutAndGet(t *testing.T, sealed bool) {
 	}
 	store := blobs.New(db, src)
 	text := []byte("Cells divide by mitosis.")
-	ref, err := store.Put(ctx, 7, text)
+	ref, err := store.Put(ctx, 7, 1, text)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func testPutAndGet(t *testing.T, sealed bool) {
 		t.Errorf("Put returned %+v, want the address of the text", ref)
 	}
 	// The same content again is stored once.
-	if again, err := store.Put(ctx, 7, text); err != nil || again != ref {
+	if again, err := store.Put(ctx, 7, 1, text); err != nil || again != ref {
 		t.Errorf("Put again: %+v, %v", again, err)
 	}
 	var rows int
@@ -86,7 +86,7 @@ func TestErasedOwnersBlobsAreUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := blobs.New(db, keys)
-	ref, err := store.Put(ctx, 9, []byte("a student's essay"))
+	ref, err := store.Put(ctx, 9, 1, []byte("a student's essay"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestErasedOwnersBlobsAreUnreadable(t *testing.T) {
 	if _, err := store.Get(ctx, 9, ref); !errors.Is(err, blobs.ErrNotFound) {
 		t.Errorf("Get after erasure: %v, want ErrNotFound", err)
 	}
-	if _, err := store.Put(ctx, 9, []byte("more")); !errors.Is(err, personal.ErrErased) {
+	if _, err := store.Put(ctx, 9, 2, []byte("more")); !errors.Is(err, personal.ErrErased) {
 		t.Errorf("Put after erasure: %v, want ErrErased", err)
 	}
 }

@@ -110,6 +110,9 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{JoinUserBucket(u.ID)}},
 		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{TurnBucket(u.ID)}},
 		{`DELETE FROM unique_claims WHERE scope = $1 AND owner = $2`, []any{emailScope, stream}},
+		// The blobs' refs before the blobs, in the order blobs.Sweep
+		// deletes them (no deadlock with a sweep).
+		{`DELETE FROM document_blob_refs WHERE owner_id = $1`, []any{u.ID}},
 		// The blobs before the chunks: indexing holds a document's blob
 		// until its chunks commit (indexer.index), so this waits for
 		// chunks being written, which the next statement then sees.

@@ -35,7 +35,7 @@ func TestErasureDuringEmbeddingLeavesNoChunks(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Fresh(t)
 	store := blobs.New(pool, nil)
-	ref, err := store.Put(ctx, 7, []byte(indexedText))
+	ref, err := store.Put(ctx, 7, 70, []byte(indexedText))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestErasureDuringChunkWritesDeletesThem(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Fresh(t)
 	store := blobs.New(pool, nil)
-	ref, err := store.Put(ctx, 7, []byte(indexedText))
+	ref, err := store.Put(ctx, 7, 70, []byte(indexedText))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,8 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	c.KnowledgeID = id
 	// The text is stored before the event that refers to it: a failed
 	// append leaves an unreferenced blob, never an event without its text.
-	ref, err := k.blobs.Put(ctx, c.OwnerID, []byte(c.Content))
+	// The blob's ref of this id lets blobs.Sweep delete it then.
+	ref, err := k.blobs.Put(ctx, c.OwnerID, id, []byte(c.Content))
 	if err != nil {
 		return aggregates.KnowledgeDocument{}, 0, Result{}, err
 	}

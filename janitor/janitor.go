@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"lectern/blobs"
 	"lectern/pgbatch"
 	"lectern/ratelimit"
 )
@@ -54,6 +55,10 @@ type Janitor struct {
 	// JobRetention is how long a finished reindex job is kept (default
 	// DefaultJobRetention).
 	JobRetention time.Duration
+	// DocumentRecorded, when set, tells the sweep of document blobs
+	// (blobs.Sweep) whether a document's upload was recorded; nil: no
+	// sweep.
+	DocumentRecorded blobs.Recorded
 }
 
 // New returns a janitor. reg, if set, gets lectern_janitor_deleted_rows_total
@@ -159,6 +164,17 @@ func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 	}
 	if err != nil {
 		return out, err
+	}
+	// The texts of uploads whose event was never appended.
+	if j.DocumentRecorded != nil {
+		swept, err := blobs.Sweep(ctx, j.db, j.DocumentRecorded, blobs.RefGrace, blobs.SweepLimit)
+		for table, n := range map[string]int64{"document_blob_refs": swept.Refs, "document_blobs": swept.Blobs} {
+			out[table] += n
+			j.deleted.WithLabelValues(table).Add(float64(n))
+		}
+		if err != nil {
+			return out, fmt.Errorf("janitor: %w", err)
+		}
 	}
 	j.runs.Set(float64(j.now().Unix()))
 	return out, nil

@@ -338,6 +338,8 @@ func New(cfg Config) (*Service, error) {
 		pg.OnAppend(listener.WakeLocal)
 		store, closeStore = pg, pg.Close
 	}
+	// Whether a document was recorded needs one event read, nothing opened.
+	documentRecorded := blobs.RecordedIn(store)
 	if sealer != nil {
 		store = personal.NewStore(store, sealer)
 	}
@@ -441,6 +443,7 @@ func New(cfg Config) (*Service, error) {
 	if s.janitor, err = janitor.New(cfg.Pool, ratelimit.New(cfg.Pool, cfg.Now), cfg.Now, cfg.Logger, m.Registry()); err != nil {
 		return nil, err
 	}
+	s.janitor.DocumentRecorded = documentRecorded
 	return s, nil
 }
 
