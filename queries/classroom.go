@@ -41,7 +41,7 @@ func (q *DB) Course(ctx context.Context, orgID, id int64) (Course, error) {
 // Courses lists an organisation's courses, oldest first.
 func (q *DB) Courses(ctx context.Context, orgID int64, p Page) (List[Course], error) {
 	return readPage(ctx, q, p, scanCourse, `SELECT count(*) FROM courses WHERE org_id = $1`,
-		`SELECT `+courseColumns+` FROM courses WHERE org_id = $1 ORDER BY id LIMIT $2 OFFSET $3`, orgID)
+		`SELECT `+courseColumns+` FROM courses WHERE org_id = $1 ORDER BY id LIMIT $2 OFFSET $3`, orgID, p.Size, p.Offset())
 }
 
 // InviteCode is the invite_codes read model row.
@@ -112,7 +112,7 @@ func (q *DB) Class(ctx context.Context, orgID, id int64) (Class, error) {
 // Classes lists an organisation's classes with their invite codes, oldest first.
 func (q *DB) Classes(ctx context.Context, orgID int64, p Page) (List[Class], error) {
 	out, err := readPage(ctx, q, p, scanClass, `SELECT count(*) FROM classes WHERE org_id = $1`,
-		`SELECT `+classColumns+` FROM classes WHERE org_id = $1 ORDER BY id LIMIT $2 OFFSET $3`, orgID)
+		`SELECT `+classColumns+` FROM classes WHERE org_id = $1 ORDER BY id LIMIT $2 OFFSET $3`, orgID, p.Size, p.Offset())
 	if err != nil {
 		return out, err
 	}
@@ -174,13 +174,13 @@ func scanEnrollment(row pgx.Row) (Enrollment, error) {
 // ClassEnrollments lists a class's enrollments, oldest first.
 func (q *DB) ClassEnrollments(ctx context.Context, classID int64, p Page) (List[Enrollment], error) {
 	return readPage(ctx, q, p, scanEnrollment, `SELECT count(*) FROM enrollments WHERE class_id = $1`,
-		`SELECT `+enrollmentColumns+` FROM enrollments WHERE class_id = $1 ORDER BY id LIMIT $2 OFFSET $3`, classID)
+		`SELECT `+enrollmentColumns+` FROM enrollments WHERE class_id = $1 ORDER BY id LIMIT $2 OFFSET $3`, classID, p.Size, p.Offset())
 }
 
 // StudentEnrollments lists a student's enrollments, oldest first.
 func (q *DB) StudentEnrollments(ctx context.Context, studentID int64, p Page) (List[Enrollment], error) {
 	return readPage(ctx, q, p, scanEnrollment, `SELECT count(*) FROM enrollments WHERE student_id = $1`,
-		`SELECT `+enrollmentColumns+` FROM enrollments WHERE student_id = $1 ORDER BY id LIMIT $2 OFFSET $3`, studentID)
+		`SELECT `+enrollmentColumns+` FROM enrollments WHERE student_id = $1 ORDER BY id LIMIT $2 OFFSET $3`, studentID, p.Size, p.Offset())
 }
 
 // ActivePartnerOrgs lists the organisations a user is an active partner of.
@@ -194,26 +194,4 @@ func (q *DB) ActivePartnerOrgs(ctx context.Context, userID int64) ([]int64, erro
 		ids = []int64{}
 	}
 	return ids, err
-}
-
-// readPage reads one page: countSQL takes the key as $1; pageSQL takes the key,
-// the page size and the offset.
-func readPage[T any](ctx context.Context, q *DB, p Page, scan func(pgx.Row) (T, error), countSQL, pageSQL string, key int64) (List[T], error) {
-	out := List[T]{Items: []T{}, Page: p}
-	if err := q.pool.QueryRow(ctx, countSQL, key).Scan(&out.Total); err != nil {
-		return out, err
-	}
-	rows, err := q.pool.Query(ctx, pageSQL, key, p.Size, p.Offset())
-	if err != nil {
-		return out, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		item, err := scan(rows)
-		if err != nil {
-			return out, err
-		}
-		out.Items = append(out.Items, item)
-	}
-	return out, rows.Err()
 }

@@ -41,20 +41,9 @@ func (q *DB) FewShotExample(ctx context.Context, owner, id int64) (FewShotExampl
 // ListFewShotExamples lists owner's examples, oldest first; a non-nil active
 // keeps only the examples whose is_active equals it.
 func (q *DB) ListFewShotExamples(ctx context.Context, owner int64, active *bool, p Page) (List[FewShotExample], error) {
-	out := List[FewShotExample]{Items: []FewShotExample{}, Page: p}
 	const where = ` FROM few_shot_examples WHERE user_id = $1 AND ($2::boolean IS NULL OR is_active = $2)`
-	if err := q.pool.QueryRow(ctx, `SELECT count(*)`+where, owner, active).Scan(&out.Total); err != nil {
-		return out, err
-	}
-	rows, err := q.pool.Query(ctx, `SELECT `+fewShotColumns+where+` ORDER BY id LIMIT $3 OFFSET $4`, owner, active, p.Size, p.Offset())
-	if err != nil {
-		return out, err
-	}
-	out.Items, err = pgx.CollectRows(rows, collectFewShot)
-	if out.Items == nil {
-		out.Items = []FewShotExample{}
-	}
-	return out, err
+	return readPage(ctx, q, p, scanFewShot, `SELECT count(*)`+where,
+		`SELECT `+fewShotColumns+where+` ORDER BY id LIMIT $3 OFFSET $4`, owner, active, p.Size, p.Offset())
 }
 
 // FewShotExamples returns owner's examples with the given ids, in the order

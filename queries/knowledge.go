@@ -29,8 +29,6 @@ func scanKnowledge(row pgx.Row) (KnowledgeDocument, error) {
 	return d, err
 }
 
-func collectKnowledge(row pgx.CollectableRow) (KnowledgeDocument, error) { return scanKnowledge(row) }
-
 // KnowledgeDocument reads one of owner's documents; another user's is not found.
 func (q *DB) KnowledgeDocument(ctx context.Context, owner, id int64) (KnowledgeDocument, error) {
 	d, err := scanKnowledge(q.pool.QueryRow(ctx, `SELECT `+knowledgeColumns+` FROM knowledge_documents d WHERE d.id = $1 AND d.user_id = $2`, id, owner))
@@ -39,20 +37,9 @@ func (q *DB) KnowledgeDocument(ctx context.Context, owner, id int64) (KnowledgeD
 
 // KnowledgeDocuments lists owner's documents, oldest first.
 func (q *DB) KnowledgeDocuments(ctx context.Context, owner int64, p Page) (List[KnowledgeDocument], error) {
-	out := List[KnowledgeDocument]{Items: []KnowledgeDocument{}, Page: p}
-	if err := q.pool.QueryRow(ctx, `SELECT count(*) FROM knowledge_documents WHERE user_id = $1`, owner).Scan(&out.Total); err != nil {
-		return out, err
-	}
-	rows, err := q.pool.Query(ctx, `SELECT `+knowledgeColumns+` FROM knowledge_documents d WHERE d.user_id = $1
-		ORDER BY d.id LIMIT $2 OFFSET $3`, owner, p.Size, p.Offset())
-	if err != nil {
-		return out, err
-	}
-	out.Items, err = pgx.CollectRows(rows, collectKnowledge)
-	if out.Items == nil {
-		out.Items = []KnowledgeDocument{}
-	}
-	return out, err
+	return readPage(ctx, q, p, scanKnowledge, `SELECT count(*) FROM knowledge_documents WHERE user_id = $1`,
+		`SELECT `+knowledgeColumns+` FROM knowledge_documents d WHERE d.user_id = $1 ORDER BY d.id LIMIT $2 OFFSET $3`,
+		owner, p.Size, p.Offset())
 }
 
 // OwnedKnowledge reports which of ids name owner's documents.

@@ -60,24 +60,12 @@ type Organisation struct {
 
 // Organisations lists organisations by id.
 func (q *DB) Organisations(ctx context.Context, p Page) (List[Organisation], error) {
-	out := List[Organisation]{Items: []Organisation{}, Page: p}
-	if err := q.pool.QueryRow(ctx, `SELECT count(*) FROM organizations`).Scan(&out.Total); err != nil {
-		return out, err
-	}
-	rows, err := q.pool.Query(ctx, `SELECT id, name, created_at, updated_at FROM organizations ORDER BY id LIMIT $1 OFFSET $2`, p.Size, p.Offset())
-	if err != nil {
-		return out, err
-	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Organisation, error) {
+	return readPage(ctx, q, p, func(r pgx.Row) (Organisation, error) {
 		var o Organisation
 		err := r.Scan(&o.ID, &o.Name, &o.CreatedAt, &o.UpdatedAt)
 		return o, err
-	})
-	if err != nil {
-		return out, err
-	}
-	out.Items = append(out.Items, items...)
-	return out, nil
+	}, `SELECT count(*) FROM organizations`,
+		`SELECT id, name, created_at, updated_at FROM organizations ORDER BY id LIMIT $1 OFFSET $2`, p.Size, p.Offset())
 }
 
 // PromotionRequest is the promotion_requests read model row.
@@ -109,25 +97,13 @@ type OrganizationRef struct {
 
 // PromotionRequests lists requests, optionally of one status, oldest first.
 func (q *DB) PromotionRequests(ctx context.Context, status string, p Page) (List[PromotionRequest], error) {
-	out := List[PromotionRequest]{Items: []PromotionRequest{}, Page: p}
-	if err := q.pool.QueryRow(ctx, `SELECT count(*) FROM promotion_requests WHERE $1 = '' OR status = $1`, status).Scan(&out.Total); err != nil {
-		return out, err
-	}
-	rows, err := q.pool.Query(ctx, `
+	out, err := readPage(ctx, q, p, scanPromotionRequest, `SELECT count(*) FROM promotion_requests WHERE $1 = '' OR status = $1`, `
 		SELECT id, user_id, name, email, org_name, target_role, edu_category, status, reason, reviewed_by, reviewed_at, org_id, partner_id, requested_at
 		FROM promotion_requests p WHERE $1 = '' OR status = $1 ORDER BY id LIMIT $2 OFFSET $3`, status, p.Size, p.Offset())
 	if err != nil {
 		return out, err
 	}
-	items, err := pgx.CollectRows(rows, scanPromotionRequest)
-	if err == nil {
-		err = q.matchOrganizations(ctx, items)
-	}
-	if err != nil {
-		return out, err
-	}
-	out.Items = append(out.Items, items...)
-	return out, nil
+	return out, q.matchOrganizations(ctx, out.Items)
 }
 
 // OrgNameClaim is the scope of the claims (unique_claims) that keep
@@ -173,7 +149,7 @@ func (q *DB) matchOrganizations(ctx context.Context, items []PromotionRequest) e
 	return nil
 }
 
-func scanPromotionRequest(r pgx.CollectableRow) (PromotionRequest, error) {
+func scanPromotionRequest(r pgx.Row) (PromotionRequest, error) {
 	var x PromotionRequest
 	err := r.Scan(&x.ID, &x.UserID, &x.Name, &x.Email, &x.OrgName, &x.TargetRole, &x.EduCategory, &x.Status, &x.Reason,
 		&x.ReviewedBy, &x.ReviewedAt, &x.OrgID, &x.PartnerID, &x.RequestedAt)
@@ -189,7 +165,7 @@ func (q *DB) PromotionRequestsOfUser(ctx context.Context, userID int64) ([]Promo
 	if err != nil {
 		return nil, err
 	}
-	items, err := pgx.CollectRows(rows, scanPromotionRequest)
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (PromotionRequest, error) { return scanPromotionRequest(r) })
 	if err == nil {
 		err = q.matchOrganizations(ctx, items)
 	}

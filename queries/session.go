@@ -113,6 +113,21 @@ const SessionsPageSQL = `
 	ORDER BY id DESC
 	LIMIT $2`
 
+// sessionsPageOrTotalSQL is SessionsPageSQL that brings back a row even for
+// an empty page: the total, every session column NULL. For an empty page
+// only, where SessionsPageSQL brings back no row and so no total.
+const sessionsPageOrTotalSQL = `
+	SELECT c.total, p.*
+	FROM (SELECT COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0)) AS c (total)
+	LEFT JOIN (
+		SELECT ` + sessionColumns + `
+		FROM practice_sessions
+		WHERE user_id = $1
+		  AND id <= (SELECT id FROM practice_sessions WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $3)
+		ORDER BY id DESC
+		LIMIT $2) AS p ON true
+	ORDER BY p.id DESC`
+
 const sessionColumns = `id, user_id, class_id, project_id, agent_id, knowledge_ids, title, notes, created_at, updated_at`
 
 func scanSession(row pgx.Row) (PracticeSession, error) {
@@ -136,33 +151,47 @@ func scanSession(row pgx.Row) (PracticeSession, error) {
 // planner to cost: the former self-join of the page's ids with the table was
 // planned as a hash join over a sequential scan of every session of the user
 // (1.5 ms at 10 000 sessions, against 0.1 ms for this). Every row carries the
-// total; only an empty page (no sessions, or past the end) reads it with a
-// second statement.
+// total, read in the same statement and so from the same snapshot as the
+// page (the projection writes a session and its count in one transaction).
+// An empty page (no sessions, or past the end) brings back no row, and so no
+// total: the page is then read again, whole, by sessionsPageOrTotalSQL,
+// whose answer is the list's (a total counted by a statement of its own
+// could count sessions committed since the empty page was read, and the
+// page would claim items it does not show).
 func (q *DB) Sessions(ctx context.Context, owner int64, p Page) (List[PracticeSession], error) {
 	out := List[PracticeSession]{Items: make([]PracticeSession, 0, p.Size), Page: p}
-	rows, err := q.pool.Query(ctx, SessionsPageSQL, owner, p.Size, p.Offset())
-	if err != nil {
+	if err := q.readSessions(ctx, &out, SessionsPageSQL, owner); err != nil || len(out.Items) > 0 {
 		return out, err
 	}
+	return out, q.readSessions(ctx, &out, sessionsPageOrTotalSQL, owner)
+}
+
+// readSessions reads the page of out with sql (SessionsPageSQL or
+// sessionsPageOrTotalSQL) into out.
+func (q *DB) readSessions(ctx context.Context, out *List[PracticeSession], sql string, owner int64) error {
+	rows, err := q.pool.Query(ctx, sql, owner, out.Page.Size, out.Page.Offset())
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
 	for rows.Next() {
+		if emptyPage(rows) {
+			if err := scanTotal(rows, &out.Total); err != nil {
+				return err
+			}
+			continue
+		}
 		var s PracticeSession
 		if err := rows.Scan(&out.Total, &s.ID, &s.UserID, &s.ClassID, &s.ProjectID, &s.AgentID, &s.KnowledgeIDs, &s.Title,
 			&s.Notes, &s.CreatedAt, &s.UpdatedAt); err != nil {
-			rows.Close()
-			return out, err
+			return err
 		}
 		if s.KnowledgeIDs == nil {
 			s.KnowledgeIDs = []int64{}
 		}
 		out.Items = append(out.Items, s)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil || len(out.Items) > 0 {
-		return out, err
-	}
-	err = q.pool.QueryRow(ctx, `SELECT COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0)`, owner).
-		Scan(&out.Total)
-	return out, err
+	return rows.Err()
 }
 
 // Session reads one of owner's sessions with its settings, few-shot links and
