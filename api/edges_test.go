@@ -7,14 +7,12 @@ package api_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -146,32 +144,40 @@ func TestBodyTooLargeForAClientThatWritesFirst(t *testing.T) {
 	wantBody(t, e.do(t, "GET", "/agents", nil, u.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
 }
 
-// sendAndLeave sends a request and closes the connection as soon as the
-// request is written, as a client that stops (a load run ending) does.
+// sendAndLeave sends a request on a fresh connection and closes it as soon
+// as the request is written, as a client that stops (a load run ending)
+// does. The request is written on the connection itself, not through an
+// http.Transport: a Transport calls httptrace's WroteRequest when the
+// request is in its buffer, before it flushes that buffer to the
+// connection, and a context cancelled there closes the connection at once,
+// so that, when the writing goroutine is slow to run (a loaded machine), no
+// byte of the request ever leaves: the server sees a connection without a
+// request, which it rightly neither serves nor logs. Request.Write flushes
+// before it returns: the whole request is the kernel's to deliver before
+// the close (a FIN after it).
 func sendAndLeave(t *testing.T, e *env, method, path, body, token string, headers ...string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		WroteRequest: func(httptrace.WroteRequestInfo) { cancel() },
-	})
 	var reader io.Reader
 	if body != "" {
 		reader = strings.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, e.srv.URL+path, reader)
+	req, err := http.NewRequest(method, e.srv.URL+path, reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Close = true // Connection: close, as a client without keep-alives says
 	req.Header.Set("Authorization", "Bearer "+token)
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	// A fresh connection, so that closing it is the client's leaving.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	if resp, err := client.Do(req); err == nil {
-		resp.Body.Close()
-		t.Fatalf("%s %s answered %d before the client left", method, path, resp.StatusCode)
+	conn, err := net.DialTimeout("tcp", e.srv.Listener.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	if err := req.Write(conn); err != nil {
+		t.Fatalf("writing %s %s: %v", method, path, err)
 	}
 }
 
