@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -43,69 +44,103 @@ func seatKey(classID, studentID int64) string {
 // attempt of the same request, under an Idempotency-Key) is its own.
 // A per-class advisory lock serialises the count and the reservation, so
 // concurrent reservations never overfill a class.
+//
+// A seat whose enrollment was never recorded (a crash between the claim and
+// the event) is abandoned; one refused for a seat taken (the student's own,
+// or any in a full class) may be such. A refusal that saw suspect seats
+// proves them abandoned by their streams with no connection held (a stream
+// read on the PostgreSQL store takes a connection of the pool: under the
+// class's lock, reservations waiting for it could hold every other), then
+// tries once more, freeing those whose claims are still as they were read.
 func (s seatReservations) Reserve(ctx context.Context, class aggregates.Class, studentID int64, enrollment string) error {
+	suspects, err := s.reserve(ctx, class, studentID, enrollment, nil)
+	if err == nil || len(suspects) == 0 {
+		return err
+	}
+	abandoned, perr := s.abandoned(ctx, suspects)
+	if perr != nil {
+		return perr
+	}
+	if len(abandoned) == 0 {
+		return err
+	}
+	_, err = s.reserve(ctx, class, studentID, enrollment, abandoned)
+	return err
+}
+
+// seatClaim is a seat's claim as read: its key, its holder (an
+// enrollment's stream) and when it was claimed (a retry renews it).
+type seatClaim struct {
+	key, owner string
+	claimedAt  time.Time
+}
+
+// reserve is one attempt of Reserve, in one transaction under the class's
+// lock. It first frees the abandoned seats, those whose claims are still as
+// read. A refusal returns the seats it suspects abandoned: claims older
+// than abandonedClaimAge, the student's own, or in a full class others'.
+func (s seatReservations) reserve(ctx context.Context, class aggregates.Class, studentID int64, enrollment string, abandoned []seatClaim) ([]seatClaim, error) {
 	tx, err := s.db.Begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`,
 		activeEnrollmentScope+":"+strconv.FormatInt(class.ID, 10)); err != nil {
-		return err
+		return nil, err
+	}
+	for _, c := range abandoned {
+		if _, err := tx.Exec(ctx, `DELETE FROM unique_claims WHERE scope = $1 AND key = $2 AND owner = $3 AND claimed_at = $4`,
+			activeEnrollmentScope, c.key, c.owner, c.claimedAt); err != nil {
+			return nil, err
+		}
 	}
 	key := seatKey(class.ID, studentID)
-	var holder string
-	err = tx.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, activeEnrollmentScope, key).Scan(&holder)
+	held := seatClaim{key: key}
+	var old bool
+	err = tx.QueryRow(ctx, `SELECT owner, claimed_at, claimed_at < now() - make_interval(secs => $3) FROM unique_claims
+		WHERE scope = $1 AND key = $2`, activeEnrollmentScope, key, abandonedClaimAge.Seconds()).Scan(&held.owner, &held.claimedAt, &old)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return err
-	case holder == enrollment:
+		return nil, err
+	case held.owner == enrollment:
 		// The enrollment's id is new, or (under an Idempotency-Key) an
-		// earlier attempt's of this request, which took this seat.
-		return nil
-	}
-	if holder != "" {
-		abandoned, err := abandonedClaim(ctx, tx, s.store, activeEnrollmentScope, key, holder)
-		if err != nil {
-			return err
+		// earlier attempt's of this request, which took this seat: its
+		// claim is renewed, as the attempt goes on to record it, so that
+		// no other reservation takes it for abandoned meanwhile.
+		if _, err := tx.Exec(ctx, `UPDATE unique_claims SET claimed_at = now() WHERE scope = $1 AND key = $2 AND owner = $3`,
+			activeEnrollmentScope, key, enrollment); err != nil {
+			return nil, err
 		}
-		if abandoned {
-			if _, err := tx.Exec(ctx, `DELETE FROM unique_claims WHERE scope = $1 AND key = $2 AND owner = $3`,
-				activeEnrollmentScope, key, holder); err != nil {
-				return err
-			}
-			holder = ""
-		}
+		return nil, tx.Commit(ctx)
 	}
-	alreadyActive := holder != ""
+	var suspects []seatClaim
+	if held.owner != "" && old {
+		suspects = append(suspects, held)
+	}
+	alreadyActive := held.owner != ""
 	var taken int64
 	if class.Capacity != nil && !alreadyActive {
 		if taken, err = takenSeats(ctx, tx, class.ID); err != nil {
-			return err
+			return nil, err
 		}
 		if taken >= *class.Capacity {
 			// Full: only now look for seats other students' enrollments
 			// abandoned, so that a class with room pays nothing for it.
-			freed, err := s.freeAbandonedSeats(ctx, tx, class.ID)
-			if err != nil {
-				return err
-			}
-			if freed > 0 {
-				if taken, err = takenSeats(ctx, tx, class.ID); err != nil {
-					return err
-				}
+			if suspects, err = suspectSeats(ctx, tx, class.ID); err != nil {
+				return nil, err
 			}
 		}
 	}
 	if err := aggregates.DecideSeat(class.Capacity, taken, alreadyActive); err != nil {
-		return err
+		return suspects, err
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO unique_claims (scope, key, owner) VALUES ($1, $2, $3)`,
 		activeEnrollmentScope, key, enrollment); err != nil {
-		return err
+		return nil, err
 	}
-	return tx.Commit(ctx)
+	return nil, tx.Commit(ctx)
 }
 
 // takenSeats counts the class's taken seats.
@@ -125,19 +160,16 @@ func takenSeats(ctx context.Context, tx pgx.Tx, classID int64) (int64, error) {
 // that the read model does not show yet) cannot hide the others for good.
 const abandonedSeatsChecked = 20
 
-// freeAbandonedSeats frees the class's seats that abandonedClaim proves
-// abandoned (any student's), at most abandonedSeatsChecked checked, and
-// returns how many it freed. It runs in Reserve's transaction, under the
-// class's lock. The candidates are narrowed in SQL first: seats older than
-// abandonedClaimAge whose enrollment has no row in the enrollments read
-// model; a seat of a recorded enrollment costs no stream read once the read
-// model shows it. The read model may lag, so the enrollment's stream stays
-// the proof.
-func (s seatReservations) freeAbandonedSeats(ctx context.Context, tx pgx.Tx, classID int64) (int64, error) {
+// suspectSeats are the class's seats that may be abandoned, at most
+// abandonedSeatsChecked: seats older than abandonedClaimAge whose
+// enrollment has no row in the enrollments read model, so that a seat of a
+// recorded enrollment costs no stream read once the read model shows it.
+// The read model may lag: the enrollment's stream stays the proof.
+func suspectSeats(ctx context.Context, tx pgx.Tx, classID int64) ([]seatClaim, error) {
 	// An owner is an enrollment's stream, "enrollment-<id>", and <id> the
 	// enrollments row's id.
 	prefix := events.CategoryEnrollment + "-"
-	rows, err := tx.Query(ctx, `SELECT c.key, c.owner FROM unique_claims c
+	rows, err := tx.Query(ctx, `SELECT c.key, c.owner, c.claimed_at FROM unique_claims c
 		WHERE c.scope = 'active_enrollment' AND split_part(c.key, ':', 1) = $1
 		  AND c.claimed_at < now() - make_interval(secs => $2)
 		  AND NOT EXISTS (SELECT 1 FROM enrollments e WHERE e.id = CASE
@@ -146,34 +178,30 @@ func (s seatReservations) freeAbandonedSeats(ctx context.Context, tx pgx.Tx, cla
 		ORDER BY random() LIMIT $4`,
 		strconv.FormatInt(classID, 10), abandonedClaimAge.Seconds(), prefix, abandonedSeatsChecked)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	type seat struct{ key, owner string }
-	seats, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (seat, error) {
-		var c seat
-		err := r.Scan(&c.key, &c.owner)
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (seatClaim, error) {
+		var c seatClaim
+		err := r.Scan(&c.key, &c.owner, &c.claimedAt)
 		return c, err
 	})
-	if err != nil {
-		return 0, err
-	}
-	var freed int64
-	for _, c := range seats {
-		abandoned, err := abandonedClaim(ctx, tx, s.store, activeEnrollmentScope, c.key, c.owner)
+}
+
+// abandoned are the suspects whose streams hold no event, read with no
+// connection held. A stream that holds an event keeps it, so a seat found
+// abandoned stays so while its claim is unchanged (reserve checks that).
+func (s seatReservations) abandoned(ctx context.Context, suspects []seatClaim) ([]seatClaim, error) {
+	var out []seatClaim
+	for _, c := range suspects {
+		recorded, err := s.store.ReadStream(ctx, c.owner, eventstore.Forwards, 1, 1)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if !abandoned {
-			continue
+		if len(recorded) == 0 {
+			out = append(out, c)
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM unique_claims WHERE scope = $1 AND key = $2 AND owner = $3`,
-			activeEnrollmentScope, c.key, c.owner)
-		if err != nil {
-			return 0, err
-		}
-		freed += tag.RowsAffected()
 	}
-	return freed, nil
+	return out, nil
 }
 
 // Release gives back the student's seat in the class if the enrollment
