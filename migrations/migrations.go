@@ -30,7 +30,11 @@ func UpTo(ctx context.Context, pool *pgxpool.Pool, version int64) error {
 	if err != nil {
 		return err
 	}
-	locker, err := lock.NewPostgresSessionLocker()
+	// Another replica's migration may run long (00028 builds its indexes
+	// CONCURRENTLY, which waits for every open transaction): wait for it
+	// up to an hour, probing every 5 s, not goose's default 5 minutes,
+	// after which a replica started meanwhile would fail to start.
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockTimeout(5, 720))
 	if err != nil {
 		return err
 	}
