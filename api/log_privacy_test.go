@@ -58,13 +58,14 @@ func (m *reviewMail) Send(ctx context.Context, msg mail.Message) error {
 }
 
 // holdsSecret reports whether a log line holds secret. An e-mail code is
-// six digits, which any longer number may hold by chance (a clean-clone
-// run once found one within a line's nanosecond time, "43.90961654Z"): a
-// code counts only as a number of its own, not within another or after a
-// decimal point. The other secrets are long random text.
+// six digits, which any longer number or hex text may hold by chance (a
+// clean-clone run once found one within a line's nanosecond time,
+// "43.90961654Z"; request ids are hex): a code counts only as a word of its
+// own, not within a number, after a decimal point or among letters. The
+// other secrets are long random text.
 func holdsSecret(line, secret string) bool {
 	if strings.Trim(secret, "0123456789") == "" {
-		return regexp.MustCompile(`(^|[^0-9.])` + secret + `([^0-9]|$)`).MatchString(line)
+		return regexp.MustCompile(`(^|[^0-9A-Za-z.])` + secret + `([^0-9A-Za-z]|$)`).MatchString(line)
 	}
 	return strings.Contains(strings.ToLower(line), strings.ToLower(secret))
 }
