@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"time"
 
@@ -162,9 +163,10 @@ const abandonedSeatsChecked = 20
 
 // suspectSeats are the class's seats that may be abandoned, at most
 // abandonedSeatsChecked: seats older than abandonedClaimAge whose
-// enrollment has no row in the enrollments read model, so that a seat of a
-// recorded enrollment costs no stream read once the read model shows it.
-// The read model may lag: the enrollment's stream stays the proof.
+// enrollment has no row in the enrollments read model, or a dropped one's,
+// so that a seat of an enrollment recorded and not dropped costs no stream
+// read once the read model shows it. The read model may lag: the
+// enrollment's stream stays the proof.
 func suspectSeats(ctx context.Context, tx pgx.Tx, classID int64) ([]seatClaim, error) {
 	// An owner is an enrollment's stream, "enrollment-<id>", and <id> the
 	// enrollments row's id.
@@ -172,7 +174,7 @@ func suspectSeats(ctx context.Context, tx pgx.Tx, classID int64) ([]seatClaim, e
 	rows, err := tx.Query(ctx, `SELECT c.key, c.owner, c.claimed_at FROM unique_claims c
 		WHERE c.scope = 'active_enrollment' AND split_part(c.key, ':', 1) = $1
 		  AND c.claimed_at < now() - make_interval(secs => $2)
-		  AND NOT EXISTS (SELECT 1 FROM enrollments e WHERE e.id = CASE
+		  AND NOT EXISTS (SELECT 1 FROM enrollments e WHERE e.status <> 'dropped' AND e.id = CASE
 		      WHEN starts_with(c.owner, $3) AND substr(c.owner, length($3) + 1) ~ '^[0-9]{1,18}$'
 		      THEN substr(c.owner, length($3) + 1)::bigint END)
 		ORDER BY random() LIMIT $4`,
@@ -187,17 +189,23 @@ func suspectSeats(ctx context.Context, tx pgx.Tx, classID int64) ([]seatClaim, e
 	})
 }
 
-// abandoned are the suspects whose streams hold no event, read with no
-// connection held. A stream that holds an event keeps it, so a seat found
-// abandoned stays so while its claim is unchanged (reserve checks that).
+// abandoned are the suspects whose seats no enrollment holds, as their
+// streams tell, read with no connection held: a stream with no event (the
+// enrollment was never recorded), or one whose enrollment was dropped (the
+// drop's release of its seat was lost: a drop is final). A stream that holds
+// an event keeps it, so a seat found abandoned stays so while its claim is
+// unchanged (reserve checks that).
 func (s seatReservations) abandoned(ctx context.Context, suspects []seatClaim) ([]seatClaim, error) {
 	var out []seatClaim
 	for _, c := range suspects {
-		recorded, err := s.store.ReadStream(ctx, c.owner, eventstore.Forwards, 1, 1)
+		// An enrollment's stream is its creation and perhaps its drop.
+		recorded, err := s.store.ReadStream(ctx, c.owner, eventstore.Forwards, 1, 16)
 		if err != nil {
 			return nil, err
 		}
-		if len(recorded) == 0 {
+		if len(recorded) == 0 || slices.ContainsFunc(recorded, func(e eventstore.RecordedEvent) bool {
+			return e.Type == events.EnrollmentDropped{}.EventType()
+		}) {
 			out = append(out, c)
 		}
 	}

@@ -236,6 +236,37 @@ func TestAFullClassFreesAbandonedSeats(t *testing.T) {
 		}
 	})
 
+	t.Run("a dropped enrollment's seat whose release was lost is freed", func(t *testing.T) {
+		class := aggregates.Class{ID: 108, Capacity: capacity(1)}
+		dropped := seat(t, class.ID, 1, "11 minutes")
+		record(t, dropped)
+		if _, err := pg.Append(ctx, dropped, eventstore.Exact(1), []eventstore.EventData{{
+			ID: uuid.New(), Type: events.EnrollmentDropped{}.EventType(), SchemaVersion: 1, Data: []byte(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		project(t, dropped, class.ID, 1)
+		if _, err := pool.Exec(ctx, `UPDATE enrollments SET status = 'dropped' WHERE class_id = $1`, class.ID); err != nil {
+			t.Fatal(err)
+		}
+		if err := seats.Reserve(ctx, class, 2, "enrollment-8"); err != nil {
+			t.Fatalf("a class whose only seat is a dropped enrollment's: %v", err)
+		}
+		if held(t, class.ID, 1, dropped) || !held(t, class.ID, 2, "enrollment-8") {
+			t.Error("the dropped enrollment's seat is still held, or the new one not taken")
+		}
+		// The dropped student enrolls again: its own old seat is no hold.
+		other := aggregates.Class{ID: 109, Capacity: capacity(5)}
+		mine := seat(t, other.ID, 1, "11 minutes")
+		record(t, mine)
+		if _, err := pg.Append(ctx, mine, eventstore.Exact(1), []eventstore.EventData{{
+			ID: uuid.New(), Type: events.EnrollmentDropped{}.EventType(), SchemaVersion: 1, Data: []byte(`{}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := seats.Reserve(ctx, other, 1, "enrollment-9"); err != nil {
+			t.Fatalf("a student whose dropped enrollment kept its seat, enrolling again: %v", err)
+		}
+	})
+
 	t.Run("a class with room frees nothing", func(t *testing.T) {
 		class := aggregates.Class{ID: 104, Capacity: capacity(2)}
 		old := seat(t, class.ID, 1, "11 minutes")
