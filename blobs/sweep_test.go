@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,9 +90,12 @@ func refsOf(t *testing.T, db *pgxpool.Pool, owner int64) []int64 {
 	return ids
 }
 
+// opTimeout is the sweeps' timeout of an operation, as the janitor's.
+const opTimeout = 30 * time.Second
+
 func sweep(t *testing.T, db *pgxpool.Pool, r blobs.Recorded, limit int) blobs.Swept {
 	t.Helper()
-	swept, err := blobs.Sweep(context.Background(), db, r, blobs.RefGrace, limit)
+	swept, err := blobs.Sweep(context.Background(), db, r, blobs.RefGrace, limit, opTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +129,8 @@ func TestSweepDeletesTheBlobOfAnUnrecordedUpload(t *testing.T) {
 }
 
 // A recorded document's blob is kept; its ref is marked recorded and not
-// looked at again (so that recorded refs, which stay, never fill a sweep's
-// limit).
+// looked at again (so that recorded refs, which stay, are not read again
+// at every sweep).
 func TestSweepKeepsARecordedDocumentsBlob(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Fresh(t)
@@ -229,36 +233,190 @@ func TestSweepLeavesARetriedUploadItsGrace(t *testing.T) {
 	}
 }
 
-// One sweep looks at limit refs at most, oldest first; the next goes on.
-func TestSweepIsBounded(t *testing.T) {
-	ctx := context.Background()
-	db := pgtest.Fresh(t)
+// ageAt sets the ref of document knowledgeID's created_at to at (past the
+// grace: long ago).
+func ageAt(t *testing.T, db *pgxpool.Pool, knowledgeID int64, at string) {
+	t.Helper()
+	tag, err := db.Exec(context.Background(), `UPDATE document_blob_refs SET created_at = $2::timestamptz WHERE knowledge_id = $1`, knowledgeID, at)
+	if err != nil || tag.RowsAffected() != 1 {
+		t.Fatalf("ageing the ref of document %d: %d rows, %v", knowledgeID, tag.RowsAffected(), err)
+	}
+}
+
+// putAll stores a text of each document of ids, owner 7.
+func putAll(t *testing.T, db *pgxpool.Pool, ids ...int64) {
+	t.Helper()
 	store := blobs.New(db, nil)
+	for _, id := range ids {
+		if _, err := store.Put(context.Background(), 7, id, fmt.Appendf(nil, "document %d", id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// One sweep goes through the whole backlog of refs past the grace, page
+// after page of limit refs, and asks the event store once about each: refs
+// of the same age (ordered by owner, hash and knowledge id after it) are
+// neither read twice nor passed over where a page ends among them, and
+// recorded refs, marked, are not looked at again.
+func TestSweepGoesThroughAWholeBacklogInOneCall(t *testing.T) {
+	db := pgtest.Fresh(t)
+	putAll(t, db, 1, 2, 3, 4, 5, 6, 7)
+	for id, at := range map[int64]string{1: "2026-01-01 00:00Z", 2: "2026-01-01 00:01Z",
+		3: "2026-01-01 00:02Z", 4: "2026-01-01 00:02Z", 5: "2026-01-01 00:02Z", 6: "2026-01-01 00:03Z"} {
+		ageAt(t, db, id, at)
+	}
+	// 7 is within its grace; 1 and 4 are recorded.
+	r := recorded(1, 4)
+	if swept := sweep(t, db, r.check, 2); swept != (blobs.Swept{Refs: 4, Blobs: 4}) || r.calls != 6 {
+		t.Errorf("a sweep of 6 refs 2 a page: %+v after %d reads of the event store, want the 4 unrecorded refs and their blobs after 6",
+			swept, r.calls)
+	}
+	if refs := refsOf(t, db, 7); len(refs) != 3 || refs[0] != 1 || refs[1] != 4 || refs[2] != 7 {
+		t.Errorf("refs %v, want the recorded documents 1 and 4 and 7, within its grace", refs)
+	}
+	r.calls = 0
+	if swept := sweep(t, db, r.check, 2); swept != (blobs.Swept{}) || r.calls != 0 {
+		t.Errorf("the next sweep: %+v after %d reads of the event store, want nothing after none", swept, r.calls)
+	}
+}
+
+// failing is a Recorded that answers err for the documents of failing and
+// false (never recorded) for the others, and counts its calls.
+type failing struct {
+	mu      sync.Mutex
+	failing map[int64]error
+	calls   map[int64]int
+}
+
+func (f *failing) check(_ context.Context, id int64) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[id]++
+	return false, f.failing[id]
+}
+
+// A ref whose check fails is skipped, left as it was, and the sweep goes on
+// with the refs after it, on later pages too; the error is returned with
+// what was swept. The next sweep looks at the ref again: a ref that always
+// fails holds back none after it.
+func TestSweepSkipsARefWhoseCheckFails(t *testing.T) {
+	db := pgtest.Fresh(t)
+	putAll(t, db, 1, 2, 3, 4, 5)
 	for id := int64(1); id <= 5; id++ {
-		if _, err := store.Put(ctx, 7, id, fmt.Appendf(nil, "document %d", id)); err != nil {
-			t.Fatal(err)
+		ageAt(t, db, id, fmt.Sprintf("2026-01-01 00:0%dZ", id))
+	}
+	down := errors.New("the event store answers an error for this stream")
+	f := &failing{failing: map[int64]error{1: down}, calls: map[int64]int{}}
+	for run := 1; run <= 2; run++ {
+		want := blobs.Swept{Refs: 4, Blobs: 4, Skipped: 1}
+		if run == 2 {
+			want = blobs.Swept{Skipped: 1}
 		}
-		if _, err := db.Exec(ctx, `UPDATE document_blob_refs SET created_at = now() - interval '2 hours' - make_interval(mins => $2)
-			WHERE knowledge_id = $1`, id, 6-id); err != nil {
-			t.Fatal(err)
+		swept, err := blobs.Sweep(context.Background(), db, f.check, blobs.RefGrace, 2, opTimeout)
+		if !errors.Is(err, down) || swept != want {
+			t.Errorf("sweep %d: %+v, %v; want %+v and %v", run, swept, err, want, down)
+		}
+		if refs := refsOf(t, db, 7); len(refs) != 1 || refs[0] != 1 {
+			t.Errorf("sweep %d: refs %v, want the failing document 1's alone", run, refs)
 		}
 	}
-	// The two oldest are recorded: marked, they do not hold back the rest.
-	r := recorded(1, 2)
-	for i, want := range []blobs.Swept{{}, {Refs: 2, Blobs: 2}, {Refs: 1, Blobs: 1}, {}} {
-		r.calls = 0
-		if swept := sweep(t, db, r.check, 2); swept != want || r.calls > 2 {
-			t.Errorf("sweep %d: %+v after %d reads of the event store, want %+v after 2 at most", i+1, swept, r.calls, want)
+	if f.calls[1] != 2 {
+		t.Errorf("the failing ref was checked %d times in 2 sweeps, want once a sweep", f.calls[1])
+	}
+	for id := int64(2); id <= 5; id++ {
+		if f.calls[id] != 1 {
+			t.Errorf("document %d was checked %d times, want once", id, f.calls[id])
 		}
 	}
-	if refs := refsOf(t, db, 7); len(refs) != 2 || refs[0] != 1 || refs[1] != 2 {
-		t.Errorf("refs %v, want the recorded documents 1 and 2", refs)
+}
+
+// A sweep in which every check fails returns a few of the errors and how
+// many refs it skipped, not one error a ref.
+func TestSweepReturnsAFewOfItsErrors(t *testing.T) {
+	db := pgtest.Fresh(t)
+	const n = 20
+	f := &failing{failing: map[int64]error{}, calls: map[int64]int{}}
+	for id := int64(1); id <= n; id++ {
+		putAll(t, db, id)
+		age(t, db, id)
+		f.failing[id] = fmt.Errorf("document %d: the event store is down", id)
+	}
+	swept, err := blobs.Sweep(context.Background(), db, f.check, blobs.RefGrace, 3, opTimeout)
+	if swept != (blobs.Swept{Skipped: n}) || err == nil {
+		t.Fatalf("Sweep: %+v, %v; want %d refs skipped and an error", swept, err, n)
+	}
+	joined, ok := errors.Unwrap(err).(interface{ Unwrap() []error })
+	if !ok || len(joined.Unwrap()) > 5 || !strings.Contains(err.Error(), fmt.Sprintf("%d refs skipped", n)) {
+		t.Errorf("the error of %d refs skipped: %v", n, err)
+	}
+}
+
+// A check that hangs (an event store that never answers) is cut by the
+// timeout and its ref skipped; the sweep goes on with the next.
+func TestSweepCutsACheckThatHangs(t *testing.T) {
+	db := pgtest.Fresh(t)
+	putAll(t, db, 1, 2, 3)
+	for id := int64(1); id <= 3; id++ {
+		ageAt(t, db, id, fmt.Sprintf("2026-01-01 00:0%dZ", id))
+	}
+	hung := make(chan struct{})
+	hangs := func(ctx context.Context, id int64) (bool, error) {
+		if id != 2 {
+			return false, nil
+		}
+		close(hung)
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	// Only a safety net, should the sweep not cut the check.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	swept, err := blobs.Sweep(ctx, db, hangs, blobs.RefGrace, blobs.SweepLimit, time.Second)
+	select {
+	case <-hung:
+	default:
+		t.Fatal("the check of document 2 was never made")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the sweep ran until its caller's context ended: %+v, %v", swept, err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || swept != (blobs.Swept{Refs: 2, Blobs: 2, Skipped: 1}) {
+		t.Errorf("Sweep: %+v, %v; want documents 1's and 3's refs and blobs, 2's skipped, and %v", swept, err, context.DeadlineExceeded)
+	}
+	if refs := refsOf(t, db, 7); len(refs) != 1 || refs[0] != 2 {
+		t.Errorf("refs %v, want the hung document 2's alone", refs)
+	}
+}
+
+// The sweep ends when its context does: it looks at no ref after, and
+// says why.
+func TestSweepEndsWithItsContext(t *testing.T) {
+	db := pgtest.Fresh(t)
+	putAll(t, db, 1, 2, 3, 4)
+	for id := int64(1); id <= 4; id++ {
+		age(t, db, id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	calls := 0
+	ends := func(ctx context.Context, _ int64) (bool, error) {
+		calls++
+		cancel()
+		return false, ctx.Err()
+	}
+	swept, err := blobs.Sweep(ctx, db, ends, blobs.RefGrace, 2, opTimeout)
+	if !errors.Is(err, context.Canceled) || swept != (blobs.Swept{}) || calls != 1 {
+		t.Errorf("Sweep: %+v, %v after %d checks; want nothing done, %v, after 1", swept, err, calls, context.Canceled)
+	}
+	if refs := refsOf(t, db, 7); len(refs) != 4 {
+		t.Errorf("refs %v, want all 4", refs)
 	}
 }
 
 // A sweep that cannot tell whether a document is recorded deletes nothing
 // of it, and says why.
-func TestSweepStopsWhenTheEventStoreDoesNotAnswer(t *testing.T) {
+func TestSweepKeepsWhatItCannotCheck(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Fresh(t)
 	if _, err := blobs.New(db, nil).Put(ctx, 7, 1, []byte("text")); err != nil {
@@ -266,9 +424,9 @@ func TestSweepStopsWhenTheEventStoreDoesNotAnswer(t *testing.T) {
 	}
 	age(t, db, 1)
 	down := errors.New("the event store is down")
-	swept, err := blobs.Sweep(ctx, db, func(context.Context, int64) (bool, error) { return false, down }, blobs.RefGrace, blobs.SweepLimit)
-	if !errors.Is(err, down) || swept != (blobs.Swept{}) {
-		t.Errorf("Sweep: %+v, %v; want nothing deleted and %v", swept, err, down)
+	swept, err := blobs.Sweep(ctx, db, func(context.Context, int64) (bool, error) { return false, down }, blobs.RefGrace, blobs.SweepLimit, opTimeout)
+	if !errors.Is(err, down) || swept != (blobs.Swept{Skipped: 1}) {
+		t.Errorf("Sweep: %+v, %v; want nothing deleted, the ref skipped, and %v", swept, err, down)
 	}
 	if n, refs := blobsOf(t, db, 7), refsOf(t, db, 7); n != 1 || len(refs) != 1 {
 		t.Errorf("%d blobs, refs %v; want both kept", n, refs)
@@ -305,7 +463,7 @@ func TestPutRacingSweepNeverLeavesARefWithoutItsBlob(t *testing.T) {
 		}()
 		go func() {
 			<-start
-			_, err := blobs.Sweep(ctx, db, none.check, blobs.RefGrace, blobs.SweepLimit)
+			_, err := blobs.Sweep(ctx, db, none.check, blobs.RefGrace, blobs.SweepLimit, opTimeout)
 			errs <- err
 		}()
 		close(start)
@@ -361,5 +519,29 @@ func TestRecordedInReadsTheDocumentsStream(t *testing.T) {
 				t.Errorf("document 11, never recorded: %v, %v", ok, err)
 			}
 		})
+	}
+}
+
+// A sweep's pages read the index of the refs not yet found recorded
+// (document_blob_refs_unrecorded), not the table whole: on a table most of
+// whose refs are recorded (as a live service's are), a page after a ref
+// seen scans that index from that ref on.
+func TestSweepPagesReadTheIndex(t *testing.T) {
+	db := pgtest.Fresh(t)
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, `INSERT INTO document_blob_refs (owner_id, hash, knowledge_id, recorded, created_at)
+		SELECT i % 1000, md5(i::text), i, i % 100 <> 0, timestamptz '2026-01-01Z' + i * interval '1 s'
+		FROM generate_series(1, 100000) i`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `ANALYZE document_blob_refs`); err != nil {
+		t.Fatal(err)
+	}
+	last := time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC)
+	plan := pgtest.Explain(t, db, blobs.SweepNextPage, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC), blobs.SweepLimit,
+		last, int64(600), "a hash", int64(600))
+	t.Logf("the next page:\n%s", plan)
+	if !strings.Contains(plan, " using document_blob_refs_unrecorded on document_blob_refs") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("a page does not read the index document_blob_refs_unrecorded (or reads the table whole):\n%s", plan)
 	}
 }

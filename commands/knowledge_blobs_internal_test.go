@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -77,7 +78,7 @@ func TestSweepDeletesTheTextOfAFailedUpload(t *testing.T) {
 				if _, err := pool.Exec(ctx, `UPDATE document_blob_refs SET created_at = created_at - interval '2 hours' WHERE owner_id = $1`, owner); err != nil {
 					t.Fatal(err)
 				}
-				swept, err := blobs.Sweep(ctx, pool, blobs.RecordedIn(store), blobs.RefGrace, blobs.SweepLimit)
+				swept, err := blobs.Sweep(ctx, pool, blobs.RecordedIn(store), blobs.RefGrace, blobs.SweepLimit, 30*time.Second)
 				if err != nil {
 					t.Fatal(err)
 				}

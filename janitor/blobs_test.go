@@ -2,6 +2,7 @@ package janitor_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -53,5 +54,52 @@ func TestRunSweepsTheTextOfUploadsNeverRecorded(t *testing.T) {
 	}
 	if diff := cmp.Diff("recorded text", string(got)); diff != "" {
 		t.Errorf("the recorded document's text (-want +got):\n%s", diff)
+	}
+}
+
+// A run bounds each check of the sweep by its StatementTimeout: a check
+// that hangs (an event store that never answers for a stream) is cut, its
+// ref skipped and the run failed, after the sweep went on with the other
+// refs.
+func TestRunCutsADocumentCheckThatHangs(t *testing.T) {
+	db := pgtest.Fresh(t)
+	store := blobs.New(db, nil)
+	for id, text := range map[int64]string{1: "text whose check hangs", 2: "text of a failed upload"} {
+		if _, err := store.Put(context.Background(), 7, id, []byte(text)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	execAll(t, db, `UPDATE document_blob_refs SET created_at = now() - interval '2 hours' - knowledge_id * interval '1 minute'`)
+	j := newJanitor(t, db, time.Now())
+	j.StatementTimeout = time.Second
+	hung := make(chan struct{})
+	j.DocumentRecorded = func(ctx context.Context, id int64) (bool, error) {
+		if id != 1 {
+			return false, nil
+		}
+		close(hung)
+		<-ctx.Done()
+		return false, ctx.Err()
+	}
+	// Only a safety net, should the run not cut the check.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	deleted, err := j.RunOnce(ctx)
+	select {
+	case <-hung:
+	default:
+		t.Fatal("the check of document 1 was never made")
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the run went on until its context ended: %v, %v", deleted, err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("RunOnce: %v, want %v", err, context.DeadlineExceeded)
+	}
+	if deleted["document_blob_refs"] != 1 || deleted["document_blobs"] != 1 {
+		t.Errorf("deleted %v, want the failed upload's ref and blob", deleted)
+	}
+	if refs := count(t, db, `SELECT count(*) FROM document_blob_refs WHERE knowledge_id = 1 AND NOT recorded`); refs != 1 {
+		t.Errorf("%d refs of the document whose check hung, want its own, as it was", refs)
 	}
 }

@@ -49,8 +49,9 @@ type Janitor struct {
 	runs    prometheus.Gauge
 	// Every is the time between runs (default DefaultEvery).
 	Every time.Duration
-	// StatementTimeout bounds each DELETE of the janitor's own purges
-	// (default DefaultStatementTimeout).
+	// StatementTimeout bounds each DELETE of the janitor's own purges, and
+	// each statement and each event-store check of the sweep of document
+	// blobs (default DefaultStatementTimeout).
 	StatementTimeout time.Duration
 	// JobRetention is how long a finished reindex job is kept (default
 	// DefaultJobRetention).
@@ -167,7 +168,10 @@ func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 	}
 	// The texts of uploads whose event was never appended.
 	if j.DocumentRecorded != nil {
-		swept, err := blobs.Sweep(ctx, j.db, j.DocumentRecorded, blobs.RefGrace, blobs.SweepLimit)
+		// The whole backlog, page by page; each check of the event store and
+		// each statement within the run's statement timeout. A ref that
+		// fails is skipped (the run fails, after the others).
+		swept, err := blobs.Sweep(ctx, j.db, j.DocumentRecorded, blobs.RefGrace, blobs.SweepLimit, timeout)
 		for table, n := range map[string]int64{"document_blob_refs": swept.Refs, "document_blobs": swept.Blobs} {
 			out[table] += n
 			j.deleted.WithLabelValues(table).Add(float64(n))
