@@ -2,12 +2,9 @@ package migrations_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/migrations"
@@ -19,35 +16,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // emptyDatabase is a database with no migration applied, dropped at the end.
 func emptyDatabase(t *testing.T) *pgxpool.Pool {
 	t.Helper()
-	ctx := context.Background()
-	base := pgtest.URL(t)
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	name := "lectern_mig_" + hex.EncodeToString(suffix)
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = admin.Close(ctx) }()
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.Database = name
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		pool.Close()
-		if c, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = c.Exec(ctx, "DROP DATABASE "+name)
-			_ = c.Close(ctx)
-		}
-	})
+	pool, _ := pgtest.Unmigrated(t)
 	return pool
 }
 

@@ -182,9 +182,45 @@ func Cleanup() {
 func NewDatabase(ctx context.Context, baseURL string) (*pgxpool.Pool, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	pool, name, err := createDatabase(ctx, baseURL, "lectern_test_")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		pool.Close()
+		return nil, "", err
+	}
+	return pool, name, nil
+}
+
+// Unmigrated is a database of its own for one test with no migration
+// applied (not even goose's version table), dropped when it ends, and its
+// connection URL: for tests of migrations and of what meets a database
+// not migrated.
+func Unmigrated(tb testing.TB) (*pgxpool.Pool, string) {
+	tb.Helper()
+	pool, name, err := createDatabase(context.Background(), URL(tb), "lectern_empty_")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		pool.Close()
+		_ = drop(context.Background(), URL(tb), name)
+	})
+	u, err := url.Parse(URL(tb))
+	if err != nil {
+		tb.Fatalf("pgtest: DATABASE_URL: %v", err)
+	}
+	u.Path = "/" + name
+	return pool, u.String()
+}
+
+// createDatabase creates a database named prefix and a random suffix next
+// to the one in baseURL and returns a pool on it.
+func createDatabase(ctx context.Context, baseURL, prefix string) (*pgxpool.Pool, string, error) {
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
-	name := "lectern_test_" + hex.EncodeToString(suffix)
+	name := prefix + hex.EncodeToString(suffix)
 
 	admin, err := pgx.Connect(ctx, baseURL)
 	if err != nil {
@@ -203,10 +239,6 @@ func NewDatabase(ctx context.Context, baseURL string) (*pgxpool.Pool, string, er
 	cfg.MaxConns = 40
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, "", err
-	}
-	if err := migrations.Up(ctx, pool); err != nil {
-		pool.Close()
 		return nil, "", err
 	}
 	return pool, name, nil

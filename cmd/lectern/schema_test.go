@@ -2,20 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/migrations"
@@ -50,36 +46,7 @@ func latestOnDisk(t *testing.T) int64 {
 // even goose's version table), dropped when the test ends, and its URL.
 func unmigratedURL(t *testing.T) (*pgxpool.Pool, string) {
 	t.Helper()
-	ctx := context.Background()
-	base := pgtest.URL(t)
-	suffix := make([]byte, 6)
-	_, _ = rand.Read(suffix)
-	name := "lectern_empty_" + hex.EncodeToString(suffix)
-	admin, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = admin.Close(ctx) }()
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	pool, err := pgxpool.New(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		pool.Close()
-		if c, err := pgx.Connect(ctx, base); err == nil {
-			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-			_ = c.Close(ctx)
-		}
-	})
-	return pool, u.String()
+	return pgtest.Unmigrated(t)
 }
 
 // serveOnce runs `lectern serve args...` on url until it returns or
