@@ -16,7 +16,6 @@ import (
 	"lectern/blobs"
 	"lectern/events"
 	"lectern/eventstore"
-	"lectern/eventstore/esdb"
 	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/postgres"
 	"lectern/pgtest"
@@ -491,17 +490,7 @@ func TestRecordedInReadsTheDocumentsStream(t *testing.T) {
 	db := pgtest.Fresh(t)
 	pg := postgres.New(db, nil)
 	t.Cleanup(pg.Close)
-	srv, err := esdbfake.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	es, err := esdb.Open(context.Background(), srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = es.Close() })
-	for name, store := range map[string]eventstore.Store{"postgres": pg, "esdbfake": es} {
+	for name, store := range map[string]eventstore.Store{"postgres": pg, "esdbfake": esdbfake.OpenStore(t)} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			data, _ := json.Marshal(events.KnowledgeDocumentUploaded{KnowledgeID: 10, UserID: 7, Title: "t"})

@@ -11,7 +11,6 @@ import (
 	"lectern/aggregates"
 	"lectern/events"
 	"lectern/eventstore"
-	"lectern/eventstore/esdb"
 	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/postgres"
 	"lectern/pgtest"
@@ -25,17 +24,7 @@ func idempotencyStores(t *testing.T, pool *pgxpool.Pool) map[string]eventstore.S
 	t.Helper()
 	pg := postgres.New(pool, nil)
 	t.Cleanup(pg.Close)
-	srv, err := esdbfake.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	es, err := esdb.Open(context.Background(), srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = es.Close() })
-	return map[string]eventstore.Store{"postgres": pg, "esdbfake": es}
+	return map[string]eventstore.Store{"postgres": pg, "esdbfake": esdbfake.OpenStore(t)}
 }
 
 // takeKey is what api.idempotently does first: the key's row, and when it

@@ -17,25 +17,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/eventstore"
-	"lectern/eventstore/esdb"
 	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/postgres"
 	"lectern/history"
 	"lectern/pgtest"
 	"lectern/poll"
 )
-
-func openFake(t *testing.T) *esdb.Store {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := esdb.Open(ctx, esdbfake.Start(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return s
-}
 
 func readAll(t *testing.T, s eventstore.Store) []eventstore.RecordedEvent {
 	t.Helper()
@@ -73,7 +60,7 @@ func TestCopy(t *testing.T) {
 	ctx := context.Background()
 	src := postgres.New(pgtest.Fresh(t), nil)
 	t.Cleanup(src.Close)
-	dst := openFake(t)
+	dst := esdbfake.OpenStore(t)
 
 	appendTo := func(stream string, n int) {
 		t.Helper()
@@ -152,7 +139,7 @@ func TestCopyConflict(t *testing.T) {
 	ctx := context.Background()
 	src := postgres.New(pgtest.Fresh(t), nil)
 	t.Cleanup(src.Close)
-	dst := openFake(t)
+	dst := esdbfake.OpenStore(t)
 	ev := func() []eventstore.EventData {
 		return []eventstore.EventData{{ID: uuid.New(), Type: "user.signed_up", SchemaVersion: 1, Data: json.RawMessage(`{}`), RecordedAt: t0}}
 	}
@@ -176,7 +163,7 @@ func TestCopyCheckpoints(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	src := postgres.New(pool, nil)
 	t.Cleanup(src.Close)
-	dst := openFake(t)
+	dst := esdbfake.OpenStore(t)
 	var positions []eventstore.Position // the source position of each event
 	for i := range 6 {
 		res, err := src.Append(ctx, fmt.Sprintf("thing-%d", i%2), eventstore.Any, []eventstore.EventData{
@@ -251,7 +238,7 @@ func TestCopyWaitsForTransactionsInFlight(t *testing.T) {
 	t.Cleanup(pool.Close)
 	src := postgres.New(pool, nil)
 	t.Cleanup(src.Close)
-	dst := openFake(t)
+	dst := esdbfake.OpenStore(t)
 
 	other := pgtest.Fresh(t)
 	open, err := other.Begin(ctx)
@@ -323,7 +310,7 @@ func TestCopyAcrossPowersOfTen(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	src := postgres.New(pool, nil)
 	t.Cleanup(src.Close)
-	dst := openFake(t)
+	dst := esdbfake.OpenStore(t)
 	for i, txid := range []string{"9", "10", "99", "100", "101"} {
 		if _, err := pool.Exec(ctx, `
 			INSERT INTO events (uuid, payload, metadata, transaction_id, stream_id, version, event_type, recorded_at)

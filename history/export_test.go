@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"lectern/eventstore"
+	"lectern/eventstore/esdbfake"
 	"lectern/eventstore/postgres"
 	"lectern/history"
 	"lectern/pgtest"
@@ -49,7 +50,7 @@ var stores = []struct {
 	open func(t *testing.T) eventstore.Store
 }{
 	{"postgres", func(t *testing.T) eventstore.Store { return pgStore(t) }},
-	{"esdbfake", func(t *testing.T) eventstore.Store { return openFake(t) }},
+	{"esdbfake", func(t *testing.T) eventstore.Store { return esdbfake.OpenStore(t) }},
 }
 
 func export(t *testing.T, store eventstore.Store, f history.Filter) []history.Line {

@@ -24,6 +24,7 @@
 package esdbfake
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -44,6 +45,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+
+	"lectern/eventstore/esdb"
 )
 
 // Server is a running fake EventStoreDB node on a 127.0.0.1 port.
@@ -67,6 +70,20 @@ func Start(t testing.TB) string {
 	}
 	t.Cleanup(s.Close)
 	return s.URL()
+}
+
+// OpenStore runs a fake server for the test and returns Lectern's
+// EventStoreDB store on it; both end when the test ends.
+func OpenStore(t testing.TB) *esdb.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := esdb.Open(ctx, Start(t))
+	if err != nil {
+		t.Fatalf("esdbfake: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // New starts a fake server on a free 127.0.0.1 port.
