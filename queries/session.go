@@ -105,28 +105,29 @@ type SessionDetail struct {
 // page size, $3 the offset), each row with the user's total. Exported for
 // the bench's baselines, which must issue exactly this.
 const SessionsPageSQL = `
-	SELECT COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0),
-		id, user_id, class_id, project_id, agent_id, knowledge_ids, title, notes, created_at, updated_at
-	FROM practice_sessions
-	WHERE user_id = $1
-	  AND id <= (SELECT id FROM practice_sessions WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $3)
-	ORDER BY id DESC
-	LIMIT $2`
+	SELECT ` + sessionsTotal + `, ` + sessionColumns + sessionsPage
 
 // sessionsPageOrTotalSQL is SessionsPageSQL that brings back a row even for
 // an empty page: the total, every session column NULL. For an empty page
 // only, where SessionsPageSQL brings back no row and so no total.
 const sessionsPageOrTotalSQL = `
 	SELECT c.total, p.*
-	FROM (SELECT COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0)) AS c (total)
-	LEFT JOIN (
-		SELECT ` + sessionColumns + `
-		FROM practice_sessions
-		WHERE user_id = $1
-		  AND id <= (SELECT id FROM practice_sessions WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $3)
-		ORDER BY id DESC
-		LIMIT $2) AS p ON true
+	FROM (SELECT ` + sessionsTotal + `) AS c (total)
+	LEFT JOIN (SELECT ` + sessionColumns + sessionsPage + `) AS p ON true
 	ORDER BY p.id DESC`
+
+// sessionsTotal is the user's ($1) number of sessions; sessionsPage, the
+// FROM and the rest of a page of them ($2 the page size, $3 the offset),
+// newest first.
+const (
+	sessionsTotal = `COALESCE((SELECT total FROM practice_session_counts WHERE user_id = $1), 0)`
+	sessionsPage  = `
+	FROM practice_sessions
+	WHERE user_id = $1
+	  AND id <= (SELECT id FROM practice_sessions WHERE user_id = $1 ORDER BY id DESC LIMIT 1 OFFSET $3)
+	ORDER BY id DESC
+	LIMIT $2`
+)
 
 const sessionColumns = `id, user_id, class_id, project_id, agent_id, knowledge_ids, title, notes, created_at, updated_at`
 
