@@ -19,8 +19,39 @@ var files embed.FS
 
 // Up applies every migration not yet applied. Concurrent callers (several
 // replicas starting at once) are serialised by a PostgreSQL advisory lock.
+// A database a newer binary migrated is refused (Check): goose finds
+// nothing to do on it.
 func Up(ctx context.Context, pool *pgxpool.Pool) error {
-	return UpTo(ctx, pool, goose.MaxVersion)
+	if err := UpTo(ctx, pool, goose.MaxVersion); err != nil {
+		return err
+	}
+	return Check(ctx, pool)
+}
+
+// Check refuses a database that is not at this binary's latest migration,
+// before a command relies on its schema: one not migrated yet would answer
+// with errors, or worse, on tables that are missing or not yet changed;
+// one migrated by a newer binary (a rollback) has a schema this one does
+// not know, and running on it is not supported (docs/operations.md,
+// "Upgrading"). It only reads.
+func Check(ctx context.Context, pool *pgxpool.Pool) error {
+	latest, err := Latest()
+	if err != nil {
+		return err
+	}
+	current, err := Current(ctx, pool)
+	if err != nil {
+		return err
+	}
+	switch {
+	case current < latest:
+		return fmt.Errorf("the database is at migration %d and this lectern's latest is %d: "+
+			"run `lectern migrate` first (or `lectern serve` without --migrate=false)", current, latest)
+	case current > latest:
+		return fmt.Errorf("the database is at migration %d and this lectern's latest is %d: a newer lectern migrated it, "+
+			"and this one does not know its schema; run the newer version (or restore the backup taken before the upgrade)", current, latest)
+	}
+	return nil
 }
 
 // UpTo applies the migrations not yet applied up to version (a test of one

@@ -386,13 +386,13 @@ func connect(ctx context.Context, url string, tp trace.TracerProvider) (*pgxpool
 
 // connectEnv connects to DATABASE_URL, for the commands that need only the
 // database. They do not migrate it: one not at this binary's latest
-// migration is refused (requireSchema).
+// migration is refused (migrations.Check).
 func connectEnv(ctx context.Context) (*pgxpool.Pool, error) {
 	pool, err := connectEnvUnchecked(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := requireSchema(ctx, pool); err != nil {
+	if err := migrations.Check(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -407,33 +407,6 @@ func connectEnvUnchecked(ctx context.Context) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	return connect(ctx, url, nil)
-}
-
-// requireSchema refuses a database that is not at this binary's latest
-// migration, before a command relies on its schema: one not migrated yet
-// (serve --migrate=false, a command that does not migrate) would answer
-// with errors, or worse, on tables that are missing or not yet changed;
-// one migrated by a newer lectern (a rollback) has a schema this binary
-// does not know, and running on it is not supported (docs/operations.md,
-// "Upgrading"). It only reads.
-func requireSchema(ctx context.Context, pool *pgxpool.Pool) error {
-	latest, err := migrations.Latest()
-	if err != nil {
-		return err
-	}
-	current, err := migrations.Current(ctx, pool)
-	if err != nil {
-		return err
-	}
-	switch {
-	case current < latest:
-		return fmt.Errorf("the database is at migration %d and this lectern's latest is %d: "+
-			"run `lectern migrate` first (or `lectern serve` without --migrate=false)", current, latest)
-	case current > latest:
-		return fmt.Errorf("the database is at migration %d and this lectern's latest is %d: a newer lectern migrated it, "+
-			"and this one does not know its schema; run the newer version (or restore the backup taken before the upgrade)", current, latest)
-	}
-	return nil
 }
 
 // build wires the service the environment describes, traced by tp (nil:
@@ -533,12 +506,11 @@ func serveCmd() *cobra.Command {
 			}
 			defer pool.Close()
 			defer svc.Close()
+			schema := migrations.Check // --migrate=false: the database must be migrated already
 			if migrate {
-				if err := migrations.Up(ctx, pool); err != nil {
-					return err
-				}
+				schema = migrations.Up // which checks too
 			}
-			if err := requireSchema(ctx, pool); err != nil {
+			if err := schema(ctx, pool); err != nil {
 				return err
 			}
 			if err := svc.VerifyDataKey(ctx); err != nil {
@@ -622,10 +594,6 @@ func migrateCmd() *cobra.Command {
 			if err := migrations.Up(cmd.Context(), pool); err != nil {
 				return err
 			}
-			// goose finds nothing to do on a newer database: not "applied".
-			if err := requireSchema(cmd.Context(), pool); err != nil {
-				return err
-			}
 			fmt.Fprintln(cmd.OutOrStdout(), "migrations applied")
 			return nil
 		},
@@ -671,9 +639,6 @@ func usersCmd() *cobra.Command {
 			defer pool.Close()
 			defer svc.Close()
 			if err := migrations.Up(cmd.Context(), pool); err != nil {
-				return err
-			}
-			if err := requireSchema(cmd.Context(), pool); err != nil {
 				return err
 			}
 			if err := svc.VerifyDataKey(cmd.Context()); err != nil {
