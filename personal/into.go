@@ -101,7 +101,7 @@ func sameString(last string, b []byte) string {
 func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string, p *intoPlan, subject string, sealed, body []byte, v any) (bool, error) {
 	rv := reflect.ValueOf(v)
 	sc.ad = appendAdditional(sc.ad[:0], eventType, subject)
-	plain, erased, err := s.openValuesWith(ctx, sc.ad, eventType, subject, sealed)
+	plain, erased, err := s.openValuesWith(ctx, sc.ad, eventType, subject, sealed, &sc.memo)
 	if err != nil {
 		return true, err
 	}
@@ -129,7 +129,8 @@ func (s *Sealer) openInto(ctx context.Context, sc *openScratch, eventType string
 // refers to them (the decoder copies its input, strings are copied).
 type openScratch struct {
 	sealed, body, ad []byte
-	subject          string // the last subject opened (see sameString)
+	subject          string  // the last subject opened (see sameString)
+	memo             KeyMemo // the last key it was opened with
 }
 
 var openScratches = sync.Pool{New: func() any { return new(openScratch) }}

@@ -44,6 +44,9 @@ type Keys struct {
 	// forgotten counts Forget's calls: a key loaded before one is not
 	// cached after it (it may be the key Forget was told is erased).
 	forgotten atomic.Uint64
+	// dropped counts the calls that take a key away (Forget, ForgetAll,
+	// Erase): a memo made before one is stale (KeyMemo).
+	dropped atomic.Uint64
 }
 
 // ErasuresChannel is the PostgreSQL notification channel on which Erase
@@ -123,10 +126,7 @@ func newAEAD(key []byte) (cipher.AEAD, error) {
 // Key implements KeySource.
 func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEAD, error) {
 	if c, ok := k.lookup(subject); ok && c.current(k.now()) {
-		if c.aead == nil {
-			return nil, ErrErased
-		}
-		return c.aead, nil
+		return c.open()
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -154,6 +154,53 @@ func (k *Keys) Key(ctx context.Context, subject string, create bool) (cipher.AEA
 	}
 	k.remember(subject, aead, since)
 	return aead, nil
+}
+
+// A KeyMemo remembers the last key a reader was given (Keys.KeyThrough):
+// a subject's events come in runs in the log, and a replay's look-up in the
+// shared cache, made once the page's events have pushed the cache out of
+// the CPU's, cost it about as much as decrypting the event. A memo is a
+// reader's own (not shared between goroutines); its zero value is empty.
+type KeyMemo struct {
+	keys    *Keys
+	subject string
+	key     *cachedKey
+	dropped uint64 // Keys.dropped when it was made
+}
+
+// KeyThrough is Key (create false) through m: the memo's key when it is of
+// subject, no key was taken away since it was made and it is current, else
+// the cache's or the database's, which m then remembers.
+func (k *Keys) KeyThrough(ctx context.Context, subject string, m *KeyMemo) (cipher.AEAD, error) {
+	if c, ok := k.fromMemo(subject, m); ok {
+		return c.open()
+	}
+	dropped := k.dropped.Load() // before the look-up: a drop after it makes the memo stale
+	aead, err := k.Key(ctx, subject, false)
+	if err != nil && !errors.Is(err, ErrErased) {
+		return nil, err
+	}
+	if c, ok := k.lookup(subject); ok {
+		*m = KeyMemo{keys: k, subject: subject, key: c, dropped: dropped}
+	}
+	return aead, err
+}
+
+// fromMemo is m's key of subject, unless m is another subject's or another
+// store's, or its key was taken away since or is no longer current.
+func (k *Keys) fromMemo(subject string, m *KeyMemo) (*cachedKey, bool) {
+	if m.keys != k || m.subject != subject || m.dropped != k.dropped.Load() || !m.key.current(k.now()) {
+		return nil, false
+	}
+	return m.key, true
+}
+
+// open is the cached key's AEAD, or ErrErased for a tombstone.
+func (c *cachedKey) open() (cipher.AEAD, error) {
+	if c.aead == nil {
+		return nil, ErrErased
+	}
+	return c.aead, nil
 }
 
 // checkSubject names the row of subject_keys that ties the database to its
@@ -377,6 +424,7 @@ func (k *Keys) Erase(ctx context.Context, subject string) error {
 	}
 	k.mu.Lock()
 	k.storeLocked(subject, &cachedKey{fetched: k.now()}) // a tombstone: see remember
+	k.dropped.Add(1)
 	k.mu.Unlock()
 	return nil
 }
@@ -387,6 +435,7 @@ func (k *Keys) Forget(subject string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.forgotten.Add(1)
+	k.dropped.Add(1)
 	if _, loaded := k.cache.LoadAndDelete(subject); loaded {
 		k.cached--
 	}
@@ -420,6 +469,7 @@ func (k *Keys) ForgetAll() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.forgotten.Add(1)
+	k.dropped.Add(1)
 	k.cache.Clear()
 	k.cached = 0
 }

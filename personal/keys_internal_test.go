@@ -3,9 +3,11 @@ package personal
 import (
 	"context"
 	"crypto/cipher"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The cache holds at most maxCached keys: one more starts it afresh with
@@ -123,5 +125,66 @@ func TestForgetErasedKeepsATombstone(t *testing.T) {
 	k.ForgetErased("user-1")
 	if c, ok := k.lookup("user-1"); !ok || c.aead != nil || k.forgotten.Load() != 2 {
 		t.Errorf("a tombstone read erased again: cached %v, forgotten %d; want it kept, 2", ok, k.forgotten.Load())
+	}
+}
+
+// A reader's memo of its last key serves only that subject of that store,
+// and only until a key is taken away (Forget, ForgetAll, Erase) or its key
+// is no longer current; a tombstone is remembered too.
+func TestKeyMemoIsDroppedWithTheKey(t *testing.T) {
+	k, aead := cacheOnlyKeys(t)
+	now := time.Now()
+	k.now = func() time.Time { return now }
+	remembered := func(subject string) *KeyMemo {
+		t.Helper()
+		var m KeyMemo
+		if _, err := k.KeyThrough(context.Background(), subject, &m); err != nil && !errors.Is(err, ErrErased) {
+			t.Fatal(err)
+		}
+		if _, ok := k.fromMemo(subject, &m); !ok {
+			t.Fatalf("%s: no memo after a look-up", subject)
+		}
+		return &m
+	}
+	k.remember("user-1", aead, k.forgotten.Load())
+	m := remembered("user-1")
+	if got, err := k.KeyThrough(context.Background(), "user-1", m); got != aead || err != nil {
+		t.Fatalf("through the memo: %v, %v", got, err)
+	}
+	other, _ := cacheOnlyKeys(t)
+	for name, ok := range map[string]bool{
+		"another subject": func() bool { _, ok := k.fromMemo("user-2", m); return ok }(),
+		"another store":   func() bool { _, ok := other.fromMemo("user-1", m); return ok }(),
+	} {
+		if ok {
+			t.Errorf("the memo served %s", name)
+		}
+	}
+
+	for name, drop := range map[string]func(){
+		"Forget of another subject": func() { k.Forget("user-9") },
+		"ForgetAll":                 k.ForgetAll,
+		"a key past CacheTTL":       func() { now = now.Add(CacheTTL) },
+		"an Erase": func() { // as Erase leaves the cache, without the database
+			k.mu.Lock()
+			k.storeLocked("user-1", &cachedKey{fetched: k.now()})
+			k.dropped.Add(1)
+			k.mu.Unlock()
+		},
+	} {
+		k.remember("user-1", aead, k.forgotten.Load())
+		m := remembered("user-1")
+		drop()
+		if _, ok := k.fromMemo("user-1", m); ok {
+			t.Errorf("after %s, the memo still serves its key", name)
+		}
+	}
+
+	k.mu.Lock()
+	k.storeLocked("user-3", &cachedKey{fetched: k.now()}) // a tombstone
+	k.mu.Unlock()
+	m = remembered("user-3")
+	if got, err := k.KeyThrough(context.Background(), "user-3", m); got != nil || !errors.Is(err, ErrErased) {
+		t.Errorf("an erased subject through the memo: %v, %v; want ErrErased", got, err)
 	}
 }

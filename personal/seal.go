@@ -341,14 +341,14 @@ func (s *Sealer) openGeneral(ctx context.Context, eventType string, r rule, data
 // an event's personal values, or erased when the subject was erased (its
 // placeholders stand).
 func (s *Sealer) openValues(ctx context.Context, eventType, subject string, sealed []byte) (plain []byte, erased bool, err error) {
-	return s.openValuesWith(ctx, additional(eventType, subject), eventType, subject, sealed)
+	return s.openValuesWith(ctx, additional(eventType, subject), eventType, subject, sealed, nil)
 }
 
 // openValuesWith is openValues given the additional data, ad: it escapes
 // (the AEAD is an interface), so a reader opening event after event builds
 // it in a buffer of its own rather than allocate one each time.
-func (s *Sealer) openValuesWith(ctx context.Context, ad []byte, eventType, subject string, sealed []byte) (plain []byte, erased bool, err error) {
-	aead, err := s.keys.Key(ctx, subject, false)
+func (s *Sealer) openValuesWith(ctx context.Context, ad []byte, eventType, subject string, sealed []byte, memo *KeyMemo) (plain []byte, erased bool, err error) {
+	aead, err := s.key(ctx, subject, memo)
 	if errors.Is(err, ErrErased) {
 		return nil, true, nil
 	}
@@ -363,6 +363,15 @@ func (s *Sealer) openValuesWith(ctx context.Context, ad []byte, eventType, subje
 		return nil, false, fmt.Errorf("personal: open %s: %w", eventType, err)
 	}
 	return plain, false, nil
+}
+
+// key is the subject's key to open with: through memo, when there is one
+// and the key source keeps memos (Keys).
+func (s *Sealer) key(ctx context.Context, subject string, memo *KeyMemo) (cipher.AEAD, error) {
+	if k, ok := s.keys.(*Keys); ok && memo != nil {
+		return k.KeyThrough(ctx, subject, memo)
+	}
+	return s.keys.Key(ctx, subject, false)
 }
 
 // piiOf is the value of the "pii" member among ms (the last, as a decoder

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -68,17 +69,35 @@ func sealedWholeBench(ctx context.Context, base string) error {
 	}
 	// Eight rounds: a replay takes two seconds, and the machine's speed
 	// moves its rate by a tenth from one to the next.
-	rates, err = inTurns(8, func(int) (float64, error) {
-		return replayRate(ctx, sealedPool, key, n)
-	}, func(int) (float64, error) {
-		return replayRate(ctx, clearPool, nil, n)
-	})
+	// The CPU each kind used, the bench process's and the server's: on
+	// shared cores, where a gap between the two comes from.
+	meter := newCPUMeter(ctx, clearPool)
+	var used [2]cpuTimes
+	measured := func(kind int, pool *pgxpool.Pool, key []byte) func(int) (float64, error) {
+		return func(int) (rate float64, err error) {
+			before := meter.now()
+			// Labelled, so that -cpuprofile tells the two apart (-tagfocus).
+			pprof.Do(ctx, pprof.Labels("replay", []string{"sealed", "clear"}[kind]), func(ctx context.Context) {
+				rate, err = replayRate(ctx, pool, key, n)
+			})
+			used[kind] = add(used[kind], meter.since(before))
+			return rate, err
+		}
+	}
+	const rounds = 8
+	rates, err = inTurns(rounds, measured(0, sealedPool, key), measured(1, clearPool, nil))
 	if err != nil {
 		return err
 	}
 	sealed, clear = rates[0], rates[1]
 	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", fmt.Sprintf("replay of %d events, events/s", n), sealed, clear,
 		sealed/clear, ">= 0.90")
+	perEvent := func(d time.Duration) string {
+		return fmt.Sprintf("%.2f", float64(d.Nanoseconds())/1000/float64(rounds*n))
+	}
+	for i, kind := range []string{"sealed", "clear"} {
+		fmt.Printf("  %-6s replay, CPU µs/event: bench process %s, PostgreSQL %s\n", kind, perEvent(used[i].client), perEvent(used[i].server))
+	}
 	return nil
 }
 
