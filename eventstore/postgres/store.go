@@ -392,7 +392,7 @@ func (s *Store) encodeOne(e eventstore.EventData) (encodedRow, error) {
 	if e.ID == uuid.Nil {
 		return encodedRow{}, errors.New("eventstore: event without id")
 	}
-	meta, err := json.Marshal(e.Metadata)
+	meta, err := gojson.Marshal(e.Metadata) // a tenth of an append's CPU with encoding/json
 	if err != nil {
 		return encodedRow{}, err
 	}
