@@ -21,6 +21,10 @@ import (
 // Defaults.
 const (
 	DefaultEvery = 10 * time.Minute
+	// DefaultFirstRun is how long after its start the janitor runs first:
+	// soon, so that a process restarted more often than Every still
+	// purges, but not during the start itself.
+	DefaultFirstRun = time.Minute
 	// BatchSize bounds one DELETE, so that no purge holds a long
 	// transaction (the cluster's log horizon waits for it).
 	BatchSize = 10_000
@@ -49,6 +53,9 @@ type Janitor struct {
 	runs    prometheus.Gauge
 	// Every is the time between runs (default DefaultEvery).
 	Every time.Duration
+	// FirstRun is the time from Run's start to its first run (default
+	// DefaultFirstRun, and never more than Every).
+	FirstRun time.Duration
 	// StatementTimeout bounds each DELETE of the janitor's own purges, and
 	// each statement and each event-store check of the sweep of document
 	// blobs (default DefaultStatementTimeout).
@@ -81,7 +88,7 @@ func New(db *pgxpool.Pool, limiter *ratelimit.Limiter, now func() time.Time, log
 	if now == nil {
 		now = time.Now
 	}
-	j := &Janitor{db: db, limiter: limiter, now: now, logger: logger, Every: DefaultEvery, StatementTimeout: DefaultStatementTimeout,
+	j := &Janitor{db: db, limiter: limiter, now: now, logger: logger, Every: DefaultEvery, FirstRun: DefaultFirstRun, StatementTimeout: DefaultStatementTimeout,
 		JobRetention: DefaultJobRetention,
 		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lectern_janitor_deleted_rows_total",
 			Help: "Rows the janitor purged, by table."}, []string{"table"}),
@@ -187,14 +194,18 @@ func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 // Deleted is the counter of rows purged from table.
 func (j *Janitor) Deleted(table string) prometheus.Counter { return j.deleted.WithLabelValues(table) }
 
-// Run purges every Every until ctx ends. A failed run is logged and tried
-// again at the next tick.
+// Run purges FirstRun after it starts, then every Every, until ctx ends. A
+// failed run is logged and tried again at the next tick.
 func (j *Janitor) Run(ctx context.Context) {
 	every := j.Every
 	if every <= 0 {
 		every = DefaultEvery
 	}
-	t := time.NewTicker(every)
+	first := j.FirstRun
+	if first <= 0 {
+		first = DefaultFirstRun
+	}
+	t := time.NewTimer(min(first, every))
 	defer t.Stop()
 	for {
 		select {
@@ -202,6 +213,7 @@ func (j *Janitor) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		t.Reset(every)
 		deleted, err := j.RunOnce(ctx)
 		if err != nil && ctx.Err() == nil {
 			j.logger.Warn("janitor run failed", "error", err)

@@ -135,6 +135,36 @@ func TestRunOnItsSchedule(t *testing.T) {
 	<-done
 }
 
+// The first run comes FirstRun after the start, not a whole Every: a
+// process restarted more often than Every still purges.
+func TestFirstRunSoonAfterTheStart(t *testing.T) {
+	db := pgtest.Pool(t)
+	j, err := janitor.New(db, ratelimit.New(db, nil), nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.FirstRun != janitor.DefaultFirstRun || janitor.DefaultFirstRun >= janitor.DefaultEvery {
+		t.Fatalf("first run %s after the start, then every %s: want the default, sooner than a period", j.FirstRun, j.Every)
+	}
+	j.Every = time.Hour
+	j.FirstRun = 10 * time.Millisecond
+	if _, err := db.Exec(context.Background(), `INSERT INTO email_codes (token, email, code_hash, expires_at) VALUES ('first', 'b@example.com', 'h', now() - interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { j.Run(ctx); close(done) }()
+	poll.Must(t, 10*time.Second, "the first run purges the expired code", func() bool {
+		var n int
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM email_codes WHERE token = 'first'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+	cancel()
+	<-done
+}
+
 // A refresh-token family goes only whole: its expired, revoked token stays
 // while a later token of the family is still valid, since that revoked row
 // is what refuses the later token (commands.Identity.Refresh).
