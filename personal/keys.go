@@ -44,8 +44,8 @@ type Keys struct {
 	// forgotten counts Forget's calls: a key loaded before one is not
 	// cached after it (it may be the key Forget was told is erased).
 	forgotten atomic.Uint64
-	// dropped counts the calls that take a key away (Forget, ForgetAll,
-	// Erase): a memo made before one is stale (KeyMemo).
+	// dropped counts what takes a key away (Forget, ForgetAll, a tombstone
+	// cached, a key replaced): a memo made before one is stale (KeyMemo).
 	dropped atomic.Uint64
 }
 
@@ -315,9 +315,17 @@ func (k *Keys) lookup(subject string) (*cachedKey, bool) {
 }
 
 // storeLocked caches c as subject's key, under mu; a full cache starts
-// afresh.
+// afresh. A tombstone, or any key replacing another, makes every KeyMemo
+// stale: a memo may hold the key it replaces (or, after the cache started
+// afresh, the key of a subject the cache no longer holds), and a reader of
+// an erasure that finds the tombstone cached forgets nothing more
+// (ForgetErased).
 func (k *Keys) storeLocked(subject string, c *cachedKey) {
-	if _, loaded := k.cache.Swap(subject, c); loaded {
+	_, loaded := k.cache.Swap(subject, c)
+	if loaded || c.aead == nil {
+		k.dropped.Add(1)
+	}
+	if loaded {
 		return
 	}
 	if k.cached++; k.cached > maxCached {
@@ -424,7 +432,6 @@ func (k *Keys) Erase(ctx context.Context, subject string) error {
 	}
 	k.mu.Lock()
 	k.storeLocked(subject, &cachedKey{fetched: k.now()}) // a tombstone: see remember
-	k.dropped.Add(1)
 	k.mu.Unlock()
 	return nil
 }

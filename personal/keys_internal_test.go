@@ -129,62 +129,81 @@ func TestForgetErasedKeepsATombstone(t *testing.T) {
 }
 
 // A reader's memo of its last key serves only that subject of that store,
-// and only until a key is taken away (Forget, ForgetAll, Erase) or its key
-// is no longer current; a tombstone is remembered too.
+// and only until a key is taken away (Forget, ForgetAll, a tombstone cached
+// by Erase or by a load, a key replaced) or its key is no longer current; a
+// tombstone is remembered too.
 func TestKeyMemoIsDroppedWithTheKey(t *testing.T) {
-	k, aead := cacheOnlyKeys(t)
-	now := time.Now()
-	k.now = func() time.Time { return now }
-	remembered := func(subject string) *KeyMemo {
+	ctx := context.Background()
+	// keysWithMemo is a store with user-1's key cached, its clock, and a
+	// reader's memo of the key.
+	keysWithMemo := func(t *testing.T) (*Keys, cipher.AEAD, *time.Time, *KeyMemo) {
 		t.Helper()
+		k, aead := cacheOnlyKeys(t)
+		now := time.Now()
+		k.now = func() time.Time { return now }
+		k.remember("user-1", aead, k.forgotten.Load())
 		var m KeyMemo
-		if _, err := k.KeyThrough(context.Background(), subject, &m); err != nil && !errors.Is(err, ErrErased) {
-			t.Fatal(err)
+		if got, err := k.KeyThrough(ctx, "user-1", &m); got != aead || err != nil {
+			t.Fatalf("user-1's key: %v, %v", got, err)
 		}
-		if _, ok := k.fromMemo(subject, &m); !ok {
-			t.Fatalf("%s: no memo after a look-up", subject)
+		if _, ok := k.fromMemo("user-1", &m); !ok {
+			t.Fatal("no memo after a look-up")
 		}
-		return &m
+		return k, aead, &now, &m
 	}
-	k.remember("user-1", aead, k.forgotten.Load())
-	m := remembered("user-1")
-	if got, err := k.KeyThrough(context.Background(), "user-1", m); got != aead || err != nil {
+
+	k, aead, _, m := keysWithMemo(t)
+	if got, err := k.KeyThrough(ctx, "user-1", m); got != aead || err != nil {
 		t.Fatalf("through the memo: %v, %v", got, err)
 	}
 	other, _ := cacheOnlyKeys(t)
-	for name, ok := range map[string]bool{
-		"another subject": func() bool { _, ok := k.fromMemo("user-2", m); return ok }(),
-		"another store":   func() bool { _, ok := other.fromMemo("user-1", m); return ok }(),
-	} {
-		if ok {
-			t.Errorf("the memo served %s", name)
-		}
+	if _, ok := k.fromMemo("user-2", m); ok {
+		t.Error("the memo served another subject")
+	}
+	if _, ok := other.fromMemo("user-1", m); ok {
+		t.Error("the memo served another store")
 	}
 
-	for name, drop := range map[string]func(){
-		"Forget of another subject": func() { k.Forget("user-9") },
-		"ForgetAll":                 k.ForgetAll,
-		"a key past CacheTTL":       func() { now = now.Add(CacheTTL) },
-		"an Erase": func() { // as Erase leaves the cache, without the database
+	for name, drop := range map[string]func(k *Keys, aead cipher.AEAD, now *time.Time){
+		"Forget of another subject": func(k *Keys, _ cipher.AEAD, _ *time.Time) { k.Forget("user-9") },
+		"ForgetAll":                 func(k *Keys, _ cipher.AEAD, _ *time.Time) { k.ForgetAll() },
+		"its key past CacheTTL":     func(_ *Keys, _ cipher.AEAD, now *time.Time) { *now = now.Add(CacheTTL) },
+		"an Erase": func(k *Keys, _ cipher.AEAD, _ *time.Time) { // as Erase leaves the cache, without the database
 			k.mu.Lock()
 			k.storeLocked("user-1", &cachedKey{fetched: k.now()})
-			k.dropped.Add(1)
 			k.mu.Unlock()
 		},
+		// Another reader (a page's prefetch) loads the tombstone of an
+		// erasure made on another replica: a reader of the erasure event
+		// then finds it cached and forgets nothing (ForgetErased).
+		"a tombstone loaded in its place": func(k *Keys, _ cipher.AEAD, _ *time.Time) { k.remember("user-1", nil, k.forgotten.Load()) },
+		"a tombstone loaded after the cache started afresh": func(k *Keys, _ cipher.AEAD, _ *time.Time) {
+			k.mu.Lock()
+			k.cache.Clear()
+			k.cached = 0
+			k.mu.Unlock()
+			k.remember("user-1", nil, k.forgotten.Load())
+		},
+		"its key loaded again": func(k *Keys, aead cipher.AEAD, _ *time.Time) { k.remember("user-1", aead, k.forgotten.Load()) },
 	} {
-		k.remember("user-1", aead, k.forgotten.Load())
-		m := remembered("user-1")
-		drop()
+		k, aead, now, m := keysWithMemo(t)
+		drop(k, aead, now)
 		if _, ok := k.fromMemo("user-1", m); ok {
 			t.Errorf("after %s, the memo still serves its key", name)
 		}
 	}
 
+	k, _ = cacheOnlyKeys(t)
 	k.mu.Lock()
 	k.storeLocked("user-3", &cachedKey{fetched: k.now()}) // a tombstone
 	k.mu.Unlock()
-	m = remembered("user-3")
-	if got, err := k.KeyThrough(context.Background(), "user-3", m); got != nil || !errors.Is(err, ErrErased) {
-		t.Errorf("an erased subject through the memo: %v, %v; want ErrErased", got, err)
+	var tm KeyMemo
+	for range 2 { // the second through the memo
+		if got, err := k.KeyThrough(ctx, "user-3", &tm); got != nil || !errors.Is(err, ErrErased) {
+			t.Errorf("an erased subject: %v, %v; want ErrErased", got, err)
+		}
+		if _, ok := k.fromMemo("user-3", &tm); !ok {
+			t.Error("the tombstone is not remembered")
+		}
 	}
 }
