@@ -329,6 +329,9 @@ func (k *Keys) storeLocked(subject string, c *cachedKey) {
 		return
 	}
 	if k.cached++; k.cached > maxCached {
+		// The tombstones go too: a key loaded before one of them was
+		// cached must not be cached now in its place (remember).
+		k.forgotten.Add(1)
 		k.cache.Clear()
 		k.cache.Store(subject, c)
 		k.cached = 1
@@ -442,10 +445,13 @@ func (k *Keys) Forget(subject string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.forgotten.Add(1)
-	k.dropped.Add(1)
 	if _, loaded := k.cache.LoadAndDelete(subject); loaded {
 		k.cached--
 	}
+	// After the key is gone: a reader that read dropped before this made
+	// its memo of the key before it went, and one that read it after finds
+	// no key to remember (KeyThrough reads dropped before it looks up).
+	k.dropped.Add(1)
 }
 
 // ForgetErased is Forget for a reader that has just read the subject's
@@ -453,7 +459,13 @@ func (k *Keys) Forget(subject string) {
 // answer, and stays (nothing can replace one: see remember), so that every
 // reader of the erasure event does not make the process forget once more.
 func (k *Keys) ForgetErased(subject string) {
-	if c, ok := k.lookup(subject); ok && c.aead == nil {
+	// Under mu: a tombstone seen there has made every memo stale already
+	// (storeLocked), where one seen between its store and that could leave
+	// a memo of the live key serving the events after the erasure.
+	k.mu.Lock()
+	c, ok := k.lookup(subject)
+	k.mu.Unlock()
+	if ok && c.aead == nil {
 		return
 	}
 	k.Forget(subject)
@@ -476,7 +488,7 @@ func (k *Keys) ForgetAll() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.forgotten.Add(1)
-	k.dropped.Add(1)
 	k.cache.Clear()
 	k.cached = 0
+	k.dropped.Add(1) // after the keys are gone: see Forget
 }

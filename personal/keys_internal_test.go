@@ -207,3 +207,80 @@ func TestKeyMemoIsDroppedWithTheKey(t *testing.T) {
 		}
 	}
 }
+
+// A decoder that makes its memo while Forget runs (the key still cached
+// when it looks, gone when Forget returns) holds a stale memo once Forget
+// has returned.
+func TestNoMemoOfAKeyOutlivesItsForget(t *testing.T) {
+	ctx := context.Background()
+	k, aead := cacheOnlyKeys(t)
+	const subject = "user-1"
+	var dropped sync.Map // the cached keys each Forget dropped, once it returned
+	stop := make(chan struct{})
+	forgetting := make(chan struct{})
+	go func() { // another replica's erasures heard, over and over
+		defer close(forgetting)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			k.remember(subject, aead, k.forgotten.Load())
+			c, _ := k.lookup(subject)
+			k.Forget(subject)
+			dropped.Store(c, true)
+		}
+	}()
+	defer func() { close(stop); <-forgetting }()
+	// throughCache is KeyThrough, false where the key is not cached (the
+	// store has no database to load it from).
+	throughCache := func(m *KeyMemo) (ok bool) {
+		defer func() {
+			if recover() != nil {
+				ok = false
+			}
+		}()
+		_, err := k.KeyThrough(ctx, subject, m)
+		return err == nil
+	}
+	// With the count of drops taken before the key went, a memo of the
+	// dropped key outlived its Forget within the first 40 000 rounds in
+	// each of three runs.
+	rounds := 200_000
+	if testing.Short() {
+		rounds = 50_000
+	}
+	for range rounds { // a decoder, one event at a time
+		var m KeyMemo
+		if !throughCache(&m) || m.key == nil {
+			continue
+		}
+		if _, gone := dropped.Load(m.key); gone {
+			if _, ok := k.fromMemo(subject, &m); ok {
+				t.Fatal("a memo of a key that Forget dropped still serves it after Forget returned")
+			}
+		}
+	}
+}
+
+// A full cache that starts afresh drops its tombstones too: a key whose
+// load began before the subject's erasure, refused while the tombstone
+// was cached, is not cached once the cache has started afresh either.
+func TestAKeyLoadedBeforeAnErasureIsNotCachedAfterTheCacheStartsAfresh(t *testing.T) {
+	k, aead := cacheOnlyKeys(t)
+	since := k.forgotten.Load() // the load of user-0's key begins
+	k.mu.Lock()
+	k.storeLocked("user-0", &cachedKey{fetched: k.now()}) // erased, as Erase leaves the cache
+	k.mu.Unlock()
+	for i := range maxCached { // the cache fills and starts afresh
+		k.remember("user-"+strconv.Itoa(i+1), aead, k.forgotten.Load())
+	}
+	if _, ok := k.lookup("user-0"); ok {
+		t.Fatal("the tombstone survived the cache starting afresh: the test proves nothing")
+	}
+	k.remember("user-0", aead, since) // the load ends
+	if c, ok := k.lookup("user-0"); ok && c.aead != nil {
+		t.Error("a key loaded before the erasure was cached after it")
+	}
+}
