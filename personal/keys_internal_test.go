@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/cipher"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -233,17 +235,6 @@ func TestNoMemoOfAKeyOutlivesItsForget(t *testing.T) {
 		}
 	}()
 	defer func() { close(stop); <-forgetting }()
-	// throughCache is KeyThrough, false where the key is not cached (the
-	// store has no database to load it from).
-	throughCache := func(m *KeyMemo) (ok bool) {
-		defer func() {
-			if recover() != nil {
-				ok = false
-			}
-		}()
-		_, err := k.KeyThrough(ctx, subject, m)
-		return err == nil
-	}
 	// With the count of drops taken before the key went, a memo of the
 	// dropped key outlived its Forget within the first 40 000 rounds in
 	// each of three runs.
@@ -253,7 +244,7 @@ func TestNoMemoOfAKeyOutlivesItsForget(t *testing.T) {
 	}
 	for range rounds { // a decoder, one event at a time
 		var m KeyMemo
-		if !throughCache(&m) || m.key == nil {
+		if !throughCache(ctx, k, subject, &m) || m.key == nil {
 			continue
 		}
 		if _, gone := dropped.Load(m.key); gone {
@@ -283,4 +274,65 @@ func TestAKeyLoadedBeforeAnErasureIsNotCachedAfterTheCacheStartsAfresh(t *testin
 	if c, ok := k.lookup("user-0"); ok && c.aead != nil {
 		t.Error("a key loaded before the erasure was cached after it")
 	}
+}
+
+// A reader of an erasure event that finds the subject's tombstone cached
+// forgets nothing (ForgetErased); by then no memo of the subject's live key
+// may serve: a tombstone seen is one whose store made the memos stale.
+func TestNoMemoOfAKeyOutlivesItsTombstoneSeenByForgetErased(t *testing.T) {
+	ctx := context.Background()
+	k, aead := cacheOnlyKeys(t)
+	var current atomic.Pointer[string] // the subject the eraser is about to erase
+	stop := make(chan struct{})
+	erasing := make(chan struct{})
+	go func() { // erasures, each loading a tombstone over a live key
+		defer close(erasing)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			subject := "user-" + strconv.Itoa(i%(maxCached/2))
+			k.Forget(subject) // the last lap's tombstone
+			k.remember(subject, aead, k.forgotten.Load())
+			current.Store(&subject)
+			for range i % 64 { // let the reader make its memo, sometimes
+				runtime.Gosched()
+			}
+			k.remember(subject, nil, k.forgotten.Load())
+		}
+	}()
+	defer func() { close(stop); <-erasing }()
+	rounds := 500_000
+	if testing.Short() {
+		rounds = 100_000
+	}
+	for range rounds { // a reader of the log: an event, then the erasure
+		s := current.Load()
+		if s == nil {
+			continue
+		}
+		subject := *s
+		var m KeyMemo
+		if !throughCache(ctx, k, subject, &m) || m.key == nil || m.key.aead == nil {
+			continue
+		}
+		k.ForgetErased(subject)
+		if got, ok := k.fromMemo(subject, &m); ok && got.aead != nil {
+			t.Fatal("after ForgetErased, a memo of the subject's live key still serves it")
+		}
+	}
+}
+
+// throughCache is k.KeyThrough, false where the key is not cached: a store
+// of cacheOnlyKeys has no database to load it from.
+func throughCache(ctx context.Context, k *Keys, subject string, m *KeyMemo) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	_, err := k.KeyThrough(ctx, subject, m)
+	return err == nil
 }
