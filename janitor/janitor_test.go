@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -113,50 +114,38 @@ func TestRunOncePurgesWhatExpired(t *testing.T) {
 // Run purges on its schedule until its context ends.
 func TestRunOnItsSchedule(t *testing.T) {
 	db := pgtest.Pool(t)
-	j, err := janitor.New(db, ratelimit.New(db, nil), nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := newJanitor(t, db, time.Now())
 	j.Every = 10 * time.Millisecond
-	if _, err := db.Exec(context.Background(), `INSERT INTO email_codes (token, email, code_hash, expires_at) VALUES ('sched', 'a@example.com', 'h', now() - interval '1 hour')`); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { j.Run(ctx); close(done) }()
-	poll.Must(t, 10*time.Second, "the scheduled run purges the expired code", func() bool {
-		var n int
-		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM email_codes WHERE token = 'sched'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n == 0
-	})
-	cancel()
-	<-done
+	runPurgesAnExpiredCode(t, db, j, "sched", "the scheduled run")
 }
 
 // The first run comes FirstRun after the start, not a whole Every: a
 // process restarted more often than Every still purges.
 func TestFirstRunSoonAfterTheStart(t *testing.T) {
 	db := pgtest.Pool(t)
-	j, err := janitor.New(db, ratelimit.New(db, nil), nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := newJanitor(t, db, time.Now())
 	if j.FirstRun != janitor.DefaultFirstRun || janitor.DefaultFirstRun >= janitor.DefaultEvery {
 		t.Fatalf("first run %s after the start, then every %s: want the default, sooner than a period", j.FirstRun, j.Every)
 	}
 	j.Every = time.Hour
 	j.FirstRun = 10 * time.Millisecond
-	if _, err := db.Exec(context.Background(), `INSERT INTO email_codes (token, email, code_hash, expires_at) VALUES ('first', 'b@example.com', 'h', now() - interval '1 hour')`); err != nil {
+	runPurgesAnExpiredCode(t, db, j, "first", "the first run")
+}
+
+// runPurgesAnExpiredCode runs j until it has purged an expired e-mail code
+// of token, then stops it.
+func runPurgesAnExpiredCode(t *testing.T, db *pgxpool.Pool, j *janitor.Janitor, token, which string) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), `INSERT INTO email_codes (token, email, code_hash, expires_at)
+		VALUES ($1, $1 || '@example.com', 'h', now() - interval '1 hour')`, token); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { j.Run(ctx); close(done) }()
-	poll.Must(t, 10*time.Second, "the first run purges the expired code", func() bool {
+	poll.Must(t, 10*time.Second, which+" purges the expired code", func() bool {
 		var n int
-		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM email_codes WHERE token = 'first'`).Scan(&n); err != nil {
+		if err := db.QueryRow(context.Background(), `SELECT count(*) FROM email_codes WHERE token = $1`, token).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 0
