@@ -126,21 +126,28 @@ func readPage[T any](ctx context.Context, q *DB, p Page, scan func(pgx.Row) (T, 
 	if err != nil {
 		return out, err
 	}
+	return out, readRows(rows, &out, scan)
+}
+
+// readRows reads into out the rows of a page, each the list's total and
+// then an item's columns, as scan reads them, or the one row of an empty
+// page (emptyPage), and closes rows.
+func readRows[T any](rows pgx.Rows, out *List[T], scan func(pgx.Row) (T, error)) error {
 	defer rows.Close()
 	for rows.Next() {
 		if emptyPage(rows) {
 			if err := scanTotal(rows, &out.Total); err != nil {
-				return out, err
+				return err
 			}
 			continue
 		}
 		item, err := scan(totalAndItem{rows: rows, total: &out.Total})
 		if err != nil {
-			return out, err
+			return err
 		}
 		out.Items = append(out.Items, item)
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // emptyPage reports whether rows' current row is the one of an empty page:

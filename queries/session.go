@@ -174,25 +174,7 @@ func (q *DB) readSessions(ctx context.Context, out *List[PracticeSession], sql s
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		if emptyPage(rows) {
-			if err := scanTotal(rows, &out.Total); err != nil {
-				return err
-			}
-			continue
-		}
-		var s PracticeSession
-		if err := rows.Scan(&out.Total, &s.ID, &s.UserID, &s.ClassID, &s.ProjectID, &s.AgentID, &s.KnowledgeIDs, &s.Title,
-			&s.Notes, &s.CreatedAt, &s.UpdatedAt); err != nil {
-			return err
-		}
-		if s.KnowledgeIDs == nil {
-			s.KnowledgeIDs = []int64{}
-		}
-		out.Items = append(out.Items, s)
-	}
-	return rows.Err()
+	return readRows(rows, out, scanSession)
 }
 
 // Session reads one of owner's sessions with its settings, few-shot links and
