@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/blobs"
+	"lectern/blobs/blobstest"
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/eventstore/esdbfake"
@@ -359,22 +360,12 @@ func TestSweepCutsACheckThatHangs(t *testing.T) {
 	for id := int64(1); id <= 3; id++ {
 		ageAt(t, db, id, fmt.Sprintf("2026-01-01 00:0%dZ", id))
 	}
-	hung := make(chan struct{})
-	hangs := func(ctx context.Context, id int64) (bool, error) {
-		if id != 2 {
-			return false, nil
-		}
-		close(hung)
-		<-ctx.Done()
-		return false, ctx.Err()
-	}
+	hang := blobstest.HangOn(2)
 	// Only a safety net, should the sweep not cut the check.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	swept, err := blobs.Sweep(ctx, db, hangs, blobs.RefGrace, blobs.SweepLimit, time.Second)
-	select {
-	case <-hung:
-	default:
+	swept, err := blobs.Sweep(ctx, db, hang.Check, blobs.RefGrace, blobs.SweepLimit, time.Second)
+	if !hang.Asked() {
 		t.Fatal("the check of document 2 was never made")
 	}
 	if ctx.Err() != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"lectern/blobs"
+	"lectern/blobs/blobstest"
 	"lectern/pgtest"
 )
 
@@ -72,22 +73,13 @@ func TestRunCutsADocumentCheckThatHangs(t *testing.T) {
 	execAll(t, db, `UPDATE document_blob_refs SET created_at = now() - interval '2 hours' - knowledge_id * interval '1 minute'`)
 	j := newJanitor(t, db, time.Now())
 	j.StatementTimeout = time.Second
-	hung := make(chan struct{})
-	j.DocumentRecorded = func(ctx context.Context, id int64) (bool, error) {
-		if id != 1 {
-			return false, nil
-		}
-		close(hung)
-		<-ctx.Done()
-		return false, ctx.Err()
-	}
+	hang := blobstest.HangOn(1)
+	j.DocumentRecorded = hang.Check
 	// Only a safety net, should the run not cut the check.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	deleted, err := j.RunOnce(ctx)
-	select {
-	case <-hung:
-	default:
+	if !hang.Asked() {
 		t.Fatal("the check of document 1 was never made")
 	}
 	if ctx.Err() != nil {
