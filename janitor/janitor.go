@@ -138,11 +138,7 @@ var purges = []purge{
 	// index's (knowledge_reindex_jobs_finished), word for word, so that the
 	// planner can use it.
 	{"knowledge_reindex_jobs", "status IN ('completed', 'failed') AND finished_at < $1", func(j *Janitor, now time.Time) time.Time {
-		retention := j.JobRetention
-		if retention <= 0 {
-			retention = DefaultJobRetention
-		}
-		return now.Add(-retention)
+		return now.Add(-positiveOr(j.JobRetention, DefaultJobRetention))
 	}},
 }
 
@@ -150,10 +146,7 @@ var purges = []purge{
 func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 	now := j.now()
 	out := map[string]int64{}
-	timeout := j.StatementTimeout
-	if timeout <= 0 {
-		timeout = DefaultStatementTimeout
-	}
+	timeout := positiveOr(j.StatementTimeout, DefaultStatementTimeout)
 	for _, p := range purges {
 		n, err := pgbatch.Delete(ctx, j.db, p.table, p.where, p.arg(j, now), BatchSize, timeout, func(n int64) {
 			j.deleted.WithLabelValues(p.table).Add(float64(n))
@@ -191,21 +184,22 @@ func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
+// positiveOr is d, or def where d is not positive (a field left unset).
+func positiveOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
 // Deleted is the counter of rows purged from table.
 func (j *Janitor) Deleted(table string) prometheus.Counter { return j.deleted.WithLabelValues(table) }
 
 // Run purges FirstRun after it starts, then every Every, until ctx ends. A
 // failed run is logged and tried again at the next tick.
 func (j *Janitor) Run(ctx context.Context) {
-	every := j.Every
-	if every <= 0 {
-		every = DefaultEvery
-	}
-	first := j.FirstRun
-	if first <= 0 {
-		first = DefaultFirstRun
-	}
-	t := time.NewTimer(min(first, every))
+	every := positiveOr(j.Every, DefaultEvery)
+	t := time.NewTimer(min(positiveOr(j.FirstRun, DefaultFirstRun), every))
 	defer t.Stop()
 	for {
 		select {

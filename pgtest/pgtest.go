@@ -146,12 +146,18 @@ func Fresh(tb testing.TB) *pgxpool.Pool {
 func FreshURL(tb testing.TB) (*pgxpool.Pool, string) {
 	tb.Helper()
 	pool := Fresh(tb)
+	return pool, databaseURL(tb, pool.Config().ConnConfig.Database)
+}
+
+// databaseURL is DATABASE_URL with the database name in its place.
+func databaseURL(tb testing.TB, name string) string {
+	tb.Helper()
 	u, err := url.Parse(URL(tb))
 	if err != nil {
 		tb.Fatalf("pgtest: DATABASE_URL: %v", err)
 	}
-	u.Path = "/" + pool.Config().ConnConfig.Database
-	return pool, u.String()
+	u.Path = "/" + name
+	return u.String()
 }
 
 // Main is a package's TestMain that needs nothing else: it runs the tests,
@@ -207,12 +213,7 @@ func Unmigrated(tb testing.TB) (*pgxpool.Pool, string) {
 		pool.Close()
 		_ = drop(context.Background(), URL(tb), name)
 	})
-	u, err := url.Parse(URL(tb))
-	if err != nil {
-		tb.Fatalf("pgtest: DATABASE_URL: %v", err)
-	}
-	u.Path = "/" + name
-	return pool, u.String()
+	return pool, databaseURL(tb, name)
 }
 
 // createDatabase creates a database named prefix and a random suffix next

@@ -4,7 +4,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -412,7 +411,8 @@ func (s *Store) encodeOne(e eventstore.EventData) (encodedRow, error) {
 func appendSize(evs []eventstore.EventData) int {
 	size := 0
 	for _, e := range evs {
-		meta, _ := json.Marshal(e.Metadata)
+		meta, _ := gojson.Marshal(e.Metadata) // as encodeOne
+
 		size += eventstore.RecordSize(e.Type, e.Data, meta)
 	}
 	return size
