@@ -436,6 +436,26 @@ func TestLogin(t *testing.T) {
 	})
 }
 
+// A flood of logins from many addresses gets past every per-client limit:
+// the password checks (19 MiB each while they run) are then admitted a few
+// at a time, and one that waits too long for its turn is a 503 to retry,
+// the same for a known and an unknown e-mail. Not parallel: it takes every
+// slot of the test binary.
+func TestPasswordChecksBusy(t *testing.T) {
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	const busy = "Too many passwords are being checked at once; retry in a moment"
+	auth.BusyArgonInTests(t, 20*time.Millisecond)
+	for _, email := range []string{u.Email, uniqueEmail()} {
+		res := e.doFailing(t, "POST", "/user/login", map[string]string{"email": email, "password": u.Password}, "")
+		wantDetail(t, res, http.StatusServiceUnavailable, busy)
+		wantHeader(t, res, "Retry-After", "1")
+	}
+	res := e.doFailing(t, "POST", "/user/me/password", map[string]string{"current_password": u.Password, "new_password": "another long password"}, u.Access)
+	wantDetail(t, res, http.StatusServiceUnavailable, busy)
+	wantHeader(t, res, "Retry-After", "1")
+}
+
 func TestLoginRateLimit(t *testing.T) {
 	t.Parallel()
 	clk := newClock(time.Now())
@@ -738,7 +758,7 @@ func TestLoginOfAnAccountFromBeforeTheCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	email := fmt.Sprintf("legacy-%d@example.com", id)
-	hash, err := auth.HashPassword("correct horse")
+	hash, err := auth.HashPassword(context.Background(), "correct horse")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,8 @@ func allComponents() schema {
 var statusText = map[int]string{
 	400: "Bad request", 401: "Not authenticated", 403: "Not enough permissions", 404: "Not found",
 	408: "Request body too slow", 409: "Conflict", 413: "Request body too large", 422: "Validation error", 429: "Too many requests",
-	502: "Every model failed", 503: "The database or the event store is unavailable, or a lock the change needs was held too long",
+	502: "Every model failed", 503: "The database or the event store is unavailable, a lock the change needs was held too long, " +
+		"or too many passwords are being checked at once",
 }
 
 // headerRef refers to a header of components.headers.

@@ -1,14 +1,18 @@
 package auth
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/argon2"
 )
@@ -59,19 +63,85 @@ func UseCheapHashesInTests() {
 	hashMemoryKiB, hashTime = 8, 1
 }
 
+// Each argon2id computation holds its memory (19 MiB for a hash made now)
+// for as long as it runs, tens of milliseconds of one core. The limits per
+// e-mail and per client address bound how often one client gets a check,
+// not how many run at once across clients (an IPv6 /48 holds 65 536 /64
+// buckets): argonSlots does. A check or hash waits for a slot up to
+// MaxArgonWait (or its context's end) and then fails with ErrBusy, a 503:
+// more at once would not finish sooner on these cores, and would only add
+// memory.
+// Its size is one a core (a computation is single-threaded), and at least
+// two.
+var argonSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+
+// MaxArgonWait bounds the wait for a slot.
+const MaxArgonWait = 5 * time.Second
+
+// argonWait is MaxArgonWait, or a test's (BusyArgonInTests).
+var argonWait atomic.Int64
+
+func init() { argonWait.Store(int64(MaxArgonWait)) }
+
+// ErrBusy is returned when no argon2id slot came free within MaxArgonWait.
+var ErrBusy = errors.New("auth: too many password checks at once")
+
+// argon runs f in a slot.
+func argon(ctx context.Context, f func()) error {
+	t := time.NewTimer(time.Duration(argonWait.Load()))
+	defer t.Stop()
+	select {
+	case argonSlots <- struct{}{}:
+	case <-t.C:
+		return ErrBusy
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-argonSlots }()
+	f()
+	return nil
+}
+
+// BusyArgonInTests takes every argon2id slot until t ends and shortens the
+// wait for one to wait: password checks then fail with ErrBusy after it, as
+// under a flood of logins. It is for tests of what a client sees then; no
+// other test of the binary may check a password meanwhile. Outside a test
+// binary it panics.
+func BusyArgonInTests(t testing.TB, wait time.Duration) {
+	if !testing.Testing() {
+		panic("auth: BusyArgonInTests outside a test binary")
+	}
+	for range cap(argonSlots) {
+		argonSlots <- struct{}{}
+	}
+	argonWait.Store(int64(wait))
+	t.Cleanup(func() {
+		argonWait.Store(int64(MaxArgonWait))
+		for range cap(argonSlots) {
+			<-argonSlots
+		}
+	})
+}
+
 // HashPassword hashes password with argon2id and a fresh random salt and
 // returns it as a PHC string:
 //
 //	$argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash>
 //
 // with salt and hash in unpadded standard base64. Length or strength rules
-// for the password are the caller's business.
-func HashPassword(password string) (string, error) {
+// for the password are the caller's business. It fails with ErrBusy when
+// no slot came free in time (see argonSlots).
+func HashPassword(ctx context.Context, password string) (string, error) {
 	salt := make([]byte, argonSaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("auth: reading salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(password), salt, hashTime, hashMemoryKiB, argonThreads, argonKeyLen)
+	var key []byte
+	if err := argon(ctx, func() {
+		key = argon2.IDKey([]byte(password), salt, hashTime, hashMemoryKiB, argonThreads, argonKeyLen)
+	}); err != nil {
+		return "", err
+	}
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s",
 		argon2.Version, hashMemoryKiB, hashTime, argonThreads,
 		b64.EncodeToString(salt), b64.EncodeToString(key)), nil
@@ -80,13 +150,19 @@ func HashPassword(password string) (string, error) {
 // VerifyPassword reports whether password matches the PHC string phc made by
 // HashPassword. The argon2 parameters are read from phc, so hashes made with
 // older parameters keep verifying. A wrong password gives (false, nil); a
-// string that cannot be parsed gives an error wrapping ErrMalformedHash.
-func VerifyPassword(phc, password string) (bool, error) {
+// string that cannot be parsed gives an error wrapping ErrMalformedHash, and
+// no slot in time ErrBusy.
+func VerifyPassword(ctx context.Context, phc, password string) (bool, error) {
 	p, err := parsePHC(phc)
 	if err != nil {
 		return false, err
 	}
-	key := argon2.IDKey([]byte(password), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
+	var key []byte
+	if err := argon(ctx, func() {
+		key = argon2.IDKey([]byte(password), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
+	}); err != nil {
+		return false, err
+	}
 	return subtle.ConstantTimeCompare(key, p.key) == 1, nil
 }
 
@@ -100,10 +176,13 @@ var dummyKey = make([]byte, argonKeyLen)
 // DummyVerify spends about as long as VerifyPassword on a hash made with the
 // current parameters, and returns nothing. Call it when a login names an
 // unknown e-mail address, so that response time does not reveal which
-// addresses have accounts.
-func DummyVerify(password string) {
-	key := argon2.IDKey([]byte(password), dummySalt, hashTime, hashMemoryKiB, argonThreads, argonKeyLen)
-	subtle.ConstantTimeCompare(key, dummyKey)
+// addresses have accounts. It waits for a slot as a real check does, and
+// fails as one would (ErrBusy, or ctx's error).
+func DummyVerify(ctx context.Context, password string) error {
+	return argon(ctx, func() {
+		key := argon2.IDKey([]byte(password), dummySalt, hashTime, hashMemoryKiB, argonThreads, argonKeyLen)
+		subtle.ConstantTimeCompare(key, dummyKey)
+	})
 }
 
 type phcParams struct {

@@ -1,22 +1,27 @@
 package auth
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/argon2"
 )
 
+var ctx = context.Background()
+
 var phcPattern = regexp.MustCompile(`^\$argon2id\$v=19\$m=19456,t=2,p=1\$[A-Za-z0-9+/]{22}\$[A-Za-z0-9+/]{43}$`)
 
 func TestHashPasswordRoundTrip(t *testing.T) {
 	const pw = "correct horse battery staple ✓"
-	phc, err := HashPassword(pw)
+	phc, err := HashPassword(ctx, pw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,19 +29,19 @@ func TestHashPasswordRoundTrip(t *testing.T) {
 		t.Fatalf("HashPassword = %q, not the expected PHC form", phc)
 	}
 
-	ok, err := VerifyPassword(phc, pw)
+	ok, err := VerifyPassword(ctx, phc, pw)
 	if err != nil || !ok {
 		t.Errorf("VerifyPassword(right password) = %v, %v; want true, nil", ok, err)
 	}
 	for _, wrong := range []string{"", "correct horse battery staple", pw + " "} {
-		ok, err := VerifyPassword(phc, wrong)
+		ok, err := VerifyPassword(ctx, phc, wrong)
 		if err != nil || ok {
 			t.Errorf("VerifyPassword(%q) = %v, %v; want false, nil", wrong, ok, err)
 		}
 	}
 
 	// A fresh salt each time: the same password never hashes the same.
-	phc2, err := HashPassword(pw)
+	phc2, err := HashPassword(ctx, pw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,10 +58,10 @@ func TestVerifyPasswordUsesStoredParameters(t *testing.T) {
 	enc := base64.RawStdEncoding.EncodeToString
 	phc := fmt.Sprintf("$argon2id$v=19$m=64,t=1,p=2$%s$%s", enc(salt), enc(key))
 
-	if ok, err := VerifyPassword(phc, "pw"); err != nil || !ok {
+	if ok, err := VerifyPassword(ctx, phc, "pw"); err != nil || !ok {
 		t.Errorf("VerifyPassword(right) = %v, %v; want true, nil", ok, err)
 	}
-	if ok, err := VerifyPassword(phc, "px"); err != nil || ok {
+	if ok, err := VerifyPassword(ctx, phc, "px"); err != nil || ok {
 		t.Errorf("VerifyPassword(wrong) = %v, %v; want false, nil", ok, err)
 	}
 }
@@ -105,7 +110,7 @@ func TestVerifyPasswordMalformed(t *testing.T) {
 	}
 	for name, phc := range cases {
 		t.Run(name, func(t *testing.T) {
-			ok, err := VerifyPassword(phc, "pw")
+			ok, err := VerifyPassword(ctx, phc, "pw")
 			if ok || !errors.Is(err, ErrMalformedHash) {
 				t.Errorf("VerifyPassword(%q) = %v, %v; want false, ErrMalformedHash", phc, ok, err)
 			}
@@ -119,7 +124,7 @@ func TestDummyVerifyTakesComparableTime(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing test")
 	}
-	phc, err := HashPassword("pw")
+	phc, err := HashPassword(ctx, "pw")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,12 +140,79 @@ func TestDummyVerifyTakesComparableTime(t *testing.T) {
 		return best
 	}
 	real := fastest(func() {
-		if _, err := VerifyPassword(phc, "guess"); err != nil {
+		if _, err := VerifyPassword(ctx, phc, "guess"); err != nil {
 			t.Fatal(err)
 		}
 	})
-	dummy := fastest(func() { DummyVerify("guess") })
+	dummy := fastest(func() { _ = DummyVerify(ctx, "guess") })
 	if dummy < real/4 {
 		t.Errorf("DummyVerify took %v, a real verification %v", dummy, real)
 	}
+}
+
+// However many password checks are asked for at once, at most one a core
+// (and at least two) compute at a time: each holds 19 MiB while it runs.
+func TestPasswordChecksRunAFewAtATime(t *testing.T) {
+	slots := cap(argonSlots)
+	var inside, most atomic.Int32
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range slots + 3 {
+		wg.Go(func() {
+			err := argon(ctx, func() {
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-release
+				inside.Add(-1)
+			})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	// Every slot is taken, and the other three wait for one.
+	if !eventually(func() bool { return inside.Load() == int32(slots) }) {
+		t.Fatalf("%d checks running, want %d", inside.Load(), slots)
+	}
+	close(release)
+	wg.Wait()
+	if most.Load() != int32(slots) {
+		t.Errorf("at most %d checks ran at once, want %d", most.Load(), slots)
+	}
+}
+
+// A check that finds every slot taken for longer than its wait fails with
+// ErrBusy, having computed nothing; one whose context ends first fails with
+// the context's error. Both kinds of check, and a hash, wait alike.
+func TestPasswordChecksThatFindNoSlotGiveUp(t *testing.T) {
+	phc, err := HashPassword(ctx, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	BusyArgonInTests(t, 20*time.Millisecond)
+	if ok, err := VerifyPassword(ctx, phc, "pw"); ok || !errors.Is(err, ErrBusy) {
+		t.Errorf("VerifyPassword with every slot taken = %v, %v; want false, ErrBusy", ok, err)
+	}
+	if err := DummyVerify(ctx, "pw"); !errors.Is(err, ErrBusy) {
+		t.Errorf("DummyVerify with every slot taken = %v; want ErrBusy", err)
+	}
+	if got, err := HashPassword(ctx, "pw"); got != "" || !errors.Is(err, ErrBusy) {
+		t.Errorf("HashPassword with every slot taken = %q, %v; want ErrBusy", got, err)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := VerifyPassword(gone, phc, "pw"); !errors.Is(err, context.Canceled) {
+		t.Errorf("VerifyPassword on an ended context = %v; want context.Canceled", err)
+	}
+}
+
+// eventually polls cond until it holds or ten seconds pass.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
 }

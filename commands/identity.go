@@ -301,9 +301,9 @@ func (i *Identity) takeOverAbandonedEmail(ctx context.Context, email, owner stri
 // sign-up once the e-mail is verified).
 func (i *Identity) CreateUser(ctx context.Context, email, password, name string, admin bool) (aggregates.User, Result, error) {
 	email = NormalizeEmail(email)
-	hash, err := auth.HashPassword(password)
+	hash, err := auth.HashPassword(ctx, password)
 	if err != nil {
-		return aggregates.User{}, Result{}, err
+		return aggregates.User{}, Result{}, passwordBusy(err)
 	}
 	id, err := nextID(ctx, i.d, "user_ids")
 	if err != nil {
@@ -392,6 +392,17 @@ func (i *Identity) UserByEmail(ctx context.Context, email string) (aggregates.Us
 
 var errBadLogin = derrors.New(derrors.ErrUnauthenticated, "Incorrect email or password")
 
+// passwordBusy is err, or the client's 503 when it says that too many
+// password checks ran at once for this one to get its turn in time
+// (auth.ErrBusy): nothing was checked or changed, the same request may be
+// sent again.
+func passwordBusy(err error) error {
+	if errors.Is(err, auth.ErrBusy) {
+		return derrors.New(derrors.ErrUnavailable, "Too many passwords are being checked at once; retry in a moment")
+	}
+	return err
+}
+
 // Login checks a password and issues tokens. Failures are limited per
 // (e-mail, client address) and per e-mail (takeAttempt); a successful login
 // is never counted as one.
@@ -406,7 +417,11 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 	}
 	user, err := i.UserByEmail(ctx, email)
 	if errors.Is(err, derrors.ErrNotFound) {
-		auth.DummyVerify(password) // same time as a real check: no account enumeration
+		// The same time as a real check, and the same answer when the
+		// checks are busy: no account enumeration.
+		if err := auth.DummyVerify(ctx, password); err != nil {
+			return Tokens{}, passwordBusy(err)
+		}
 		return Tokens{}, errBadLogin
 	}
 	if err != nil {
@@ -414,14 +429,16 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 	}
 	hash, err := i.passwordHash(ctx, user.ID)
 	if errors.Is(err, errBadLogin) {
-		auth.DummyVerify(password) // as for an unknown address
+		if err := auth.DummyVerify(ctx, password); err != nil { // as for an unknown address
+			return Tokens{}, passwordBusy(err)
+		}
 	}
 	if err != nil {
 		return Tokens{}, err
 	}
-	ok, err := auth.VerifyPassword(hash, password)
+	ok, err := auth.VerifyPassword(ctx, hash, password)
 	if err != nil {
-		return Tokens{}, err
+		return Tokens{}, passwordBusy(err)
 	}
 	if !ok {
 		return Tokens{}, errBadLogin
@@ -599,17 +616,17 @@ func (i *Identity) ChangePassword(ctx context.Context, userID int64, current, ne
 	if err != nil {
 		return Result{}, err
 	}
-	ok, err := auth.VerifyPassword(old, current)
+	ok, err := auth.VerifyPassword(ctx, old, current)
 	if err != nil {
-		return Result{}, err
+		return Result{}, passwordBusy(err)
 	}
 	if !ok {
 		return Result{}, ErrWrongPassword
 	}
 	i.loggedIn(ctx, attempt, email, addr)
-	hash, err := auth.HashPassword(next)
+	hash, err := auth.HashPassword(ctx, next)
 	if err != nil {
-		return Result{}, err
+		return Result{}, passwordBusy(err)
 	}
 	// The hash is replaced and the other sessions end in one transaction:
 	// both or neither. The sessions are revoked after the hash is
