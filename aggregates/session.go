@@ -25,8 +25,10 @@ type Session struct {
 	Title        *string
 	Settings     Settings
 	// Models are the models the session has called, in order of first use.
-	Models    []SessionModel
-	Turns     []Turn
+	Models []SessionModel
+	Turns  []Turn
+	// Text is the bytes of text its turns recorded (turnText).
+	Text      int
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Version   int64
@@ -156,6 +158,7 @@ func EvolveSession(s Session, env events.Envelope) Session {
 	case events.SessionTurnRecorded:
 		s.Turns = append(slices.Clip(s.Turns), Turn{Number: e.Turn, PromptText: e.PromptText,
 			Params: e.Params, Results: e.Results, Passages: e.Passages, CreatedAt: env.RecordedAt})
+		s.Text += turnText(e)
 		for _, r := range e.Results {
 			if !slices.ContainsFunc(s.Models, func(m SessionModel) bool { return m.ID == r.SessionModelID }) {
 				s.Models = append(slices.Clip(s.Models), SessionModel{ID: r.SessionModelID, ModelID: r.ModelID, Name: r.ModelName})
@@ -176,7 +179,71 @@ var (
 	errSessionNotFound = derrors.New(derrors.ErrNotFound, "Session not found")
 	errNotEnrolled     = derrors.New(derrors.ErrForbidden, "Only the class's enrolled students and its organisation's partners may practise in it")
 	errTurnRace        = derrors.New(derrors.ErrConflict, "The session had another turn while the models answered; send the prompt again")
+	errSessionFull     = derrors.New(derrors.ErrConflict, fmt.Sprintf(
+		"The session holds as much text as a session may (%d MiB); start a new session to go on", MaxSessionText>>20))
 )
+
+// MaxSessionText bounds the text a session's turns record, in bytes: every
+// turn loads the session's whole stream, and reading the session returns
+// every answer, so a session that grew for ever (a turn every 3 s, 100 000
+// characters each) would cost each turn and each read more and more memory.
+// A turn is refused (409) once the session holds this much with its prompt;
+// the answers of the last turn may take it past (by one event at most).
+// A turn of usual size (a few thousand bytes) leaves room for hundreds.
+const MaxSessionText = 4 << 20
+
+// turnText is the bytes of text a turn's event records: its prompt, the
+// messages it sent besides the history (the system message, the few-shot
+// examples, the prompt again) and its answers and errors.
+func turnText(e events.SessionTurnRecorded) int {
+	n := len(e.PromptText)
+	for _, m := range e.Messages {
+		n += len(m.Content)
+	}
+	for _, r := range e.Results {
+		n += len(r.ResponseText)
+		if r.Error != nil {
+			n += len(r.Error.Message)
+		}
+	}
+	return n
+}
+
+// CheckSessionRoom refuses a turn of prompt in s once s holds MaxSessionText
+// with it: before the models are called, so that a turn refused costs
+// nothing.
+func CheckSessionRoom(s Session, prompt string) error {
+	if s.Text+len(prompt) > MaxSessionText {
+		return errSessionFull
+	}
+	return nil
+}
+
+// HistoryWindowText bounds the history a turn sends its models: the most
+// recent earlier turns whose prompts and primary answers hold at most this
+// many bytes together (HistoryWindow). Without a bound, a long session sent
+// every model megabytes each turn, on the providers' bill; models' context
+// windows are bounded anyway. The session keeps every turn.
+const HistoryWindowText = 256 << 10
+
+// HistoryWindow is the last turns of turns that fit in max bytes of history
+// (each turn's prompt and its primary answer, as SentMessages puts them
+// back): none when the last alone does not.
+func HistoryWindow(turns []Turn, max int) []Turn {
+	used, k := 0, 0
+	for i := len(turns) - 1; i >= 0; i-- {
+		t := turns[i]
+		used += len(t.PromptText)
+		if r, ok := t.Primary(); ok && r.Error == nil {
+			used += len(r.ResponseText)
+		}
+		if used > max {
+			break
+		}
+		k++
+	}
+	return turns[len(turns)-k:]
+}
 
 // ErrUnknownModel is the Kind of the field error about a model name the
 // catalogue does not hold; the edge tells the client where to find the
@@ -558,6 +625,9 @@ func DecideRecordTurn(s Session, c RecordTurn) ([]events.Event, error) {
 	}
 	if len(s.Turns) != c.AfterTurns {
 		return nil, errTurnRace
+	}
+	if err := CheckSessionRoom(s, c.Turn.PromptText); err != nil {
+		return nil, err
 	}
 	turn, err := turnEvent(s, len(s.Turns)+1, c.Turn)
 	if err != nil {

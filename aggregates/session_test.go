@@ -373,3 +373,76 @@ func TestSessionTitle(t *testing.T) {
 		}
 	}
 }
+
+// turnOf is a recorded turn n whose prompt and primary answer are prompt,
+// and which sent only its prompt besides the history.
+func turnOf(n int, prompt string) events.SessionTurnRecorded {
+	return events.SessionTurnRecorded{SessionID: 9, Turn: n, PromptText: prompt,
+		Messages: []events.ChatMessage{{Role: "user", Content: prompt}},
+		Results:  []events.TurnResult{{SessionModelID: 21, ModelID: 1, ModelName: "echo", ResponseText: prompt, IsPrimary: true}}}
+}
+
+// sessionOf is the session that evs make.
+func sessionOf(evs ...events.Event) aggregates.Session { return given(aggregates.EvolveSession, evs...) }
+
+// A session counts the text its turns record (prompt, messages, answers,
+// errors), and refuses a turn once that and the turn's prompt pass
+// MaxSessionText.
+func TestSessionTextIsBounded(t *testing.T) {
+	s := sessionOf(started, firstTurn)
+	if want := 3 * len("Hello there"); s.Text != want {
+		t.Errorf("Text after the first turn = %d, want %d (prompt, message, answer)", s.Text, want)
+	}
+	big := strings.Repeat("x", 1<<20) // a megabyte, three times per turn
+	evs := []events.Event{started}
+	for n := 1; n <= 4; n++ {
+		evs = append(evs, turnOf(n, big))
+	}
+	s = sessionOf(evs...)
+	if want := 12 << 20; s.Text != want {
+		t.Fatalf("Text = %d, want %d", s.Text, want)
+	}
+	next := aggregates.RecordTurn{SessionID: 9, CallerID: 7, AfterTurns: 4, Turn: aggregates.TurnOutcome{PromptText: "one more",
+		Answers: []aggregates.ModelAnswer{answer(echo, 40, "one more")}}}
+	if _, err := aggregates.DecideRecordTurn(s, next); !errors.Is(err, derrors.ErrConflict) {
+		t.Errorf("a turn of a session past MaxSessionText: %v, want a conflict", err)
+	}
+	if err := aggregates.CheckSessionRoom(s, "one more"); !errors.Is(err, derrors.ErrConflict) {
+		t.Errorf("CheckSessionRoom past MaxSessionText: %v, want a conflict", err)
+	}
+	roomy := sessionOf(started, turnOf(1, strings.Repeat("x", aggregates.MaxSessionText/3-10)))
+	room := aggregates.MaxSessionText - roomy.Text
+	if err := aggregates.CheckSessionRoom(roomy, strings.Repeat("y", room)); err != nil {
+		t.Errorf("a prompt that just fits: %v", err)
+	}
+	if err := aggregates.CheckSessionRoom(roomy, strings.Repeat("y", room+1)); !errors.Is(err, derrors.ErrConflict) {
+		t.Errorf("a prompt one byte too long: %v, want a conflict", err)
+	}
+}
+
+// The history a turn sends is the most recent turns whose prompts and
+// primary answers fit the window: a failed primary answer counts nothing,
+// and a last turn that does not fit alone leaves none.
+func TestHistoryWindow(t *testing.T) {
+	turns := sessionOf(started, turnOf(1, "aaaa"), turnOf(2, "bb"), turnOf(3, "c")).Turns
+	for _, c := range []struct {
+		max  int
+		want []int // the turns' numbers
+	}{
+		{0, nil}, {1, nil}, {2, []int{3}}, {5, []int{3}}, {6, []int{2, 3}}, {13, []int{2, 3}}, {14, []int{1, 2, 3}}, {1 << 20, []int{1, 2, 3}},
+	} {
+		var got []int
+		for _, turn := range aggregates.HistoryWindow(turns, c.max) {
+			got = append(got, turn.Number)
+		}
+		if !cmp.Equal(got, c.want) {
+			t.Errorf("HistoryWindow(max %d) = turns %v, want %v", c.max, got, c.want)
+		}
+	}
+	failedTurn := turnOf(1, "aaaa")
+	failedTurn.Results[0].Error = &events.ModelError{Kind: "upstream", Message: "down"}
+	turns = sessionOf(started, failedTurn, turnOf(2, "c")).Turns
+	if got := aggregates.HistoryWindow(turns, 6); len(got) != 2 {
+		t.Errorf("a window of 6 over a failed turn of a 4-byte prompt and a turn of 2: %d turns, want both", len(got))
+	}
+}

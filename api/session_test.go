@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"lectern/aggregates"
 )
 
 const sessionsPath = "/user/practice/sessions"
@@ -581,6 +584,72 @@ func TestConcurrentTurns(t *testing.T) {
 // session of long prompts goes on turn after turn. (Each turn used to record
 // the whole history it sent, until one was too large to record: a 413 at
 // the fourth prompt of 100 000 characters.)
+// A session that grows at the permitted pace with the longest prompts is
+// bounded twice: each turn sends its models only the most recent history
+// that fits aggregates.HistoryWindowText (the session keeps every turn), and
+// once the session holds aggregates.MaxSessionText a turn is refused with a
+// 409 before any model is called. Without either, turn 30 sent each model
+// 5.9 MB and reading the session answered 6.0 MB, growing for ever.
+func TestLongSessionIsBounded(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	c := e.newClassroom(t, nil)
+	prompt := strings.Repeat("x", 100_000)
+	_, first := e.startSession(t, c.student.Access, c.class, map[string]any{"prompt_text": prompt})
+	chat := sessionPath(first.SessionID) + "/chat"
+	turns := 1
+	for ; ; turns++ {
+		if turns > aggregates.MaxSessionText/len(prompt) {
+			t.Fatalf("%d turns of %d bytes recorded: the session is not bounded", turns, len(prompt))
+		}
+		res := e.doFailing(t, "POST", chat, map[string]any{"prompt_text": prompt}, c.student.Access)
+		if res.Status == http.StatusConflict {
+			wantDetail(t, res, http.StatusConflict, "The session holds as much text as a session may (4 MiB); start a new session to go on")
+			break
+		}
+		wantStatus(t, res, http.StatusOK)
+	}
+	if turns < 3 {
+		t.Fatalf("refused after %d turns: the history window was not tried", turns)
+	}
+	evs := e.streamEvents(t, fmt.Sprintf("session-%d", first.SessionID))
+	var text int
+	for _, ev := range evs {
+		text += len(ev.Data)
+	}
+	t.Logf("%d turns recorded, %d bytes of events; refused the next", turns, text)
+	if len(evs) != turns+1 {
+		t.Errorf("%d events, want the start and %d turns: the refused turn was recorded", len(evs), turns)
+	}
+	// Reading the session answers what it holds: bounded with it.
+	detail := e.do(t, "GET", sessionPath(first.SessionID), nil, c.student.Access)
+	wantStatus(t, detail, http.StatusOK)
+	if n := len(detail.Body); n > 2*aggregates.MaxSessionText {
+		t.Errorf("GET of the full session answered %d bytes", n)
+	}
+	// Each turn sent its own messages and at most the window of history:
+	// here one earlier turn (its prompt and its answer: 200 000 bytes; two
+	// would be 400 000).
+	sent, err := e.svc.Commands.Sessions.SentMessages(context.Background(), c.student.ID, first.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, turn := range sent[1:] {
+		var history int
+		for _, m := range turn.Messages[:len(turn.Messages)-1] {
+			if m.Role != aggregates.RoleSystemMessage {
+				history += len(m.Content)
+			}
+		}
+		if history == 0 || history > aggregates.HistoryWindowText {
+			t.Errorf("turn %d sent %d bytes of history in %d messages, want 1..%d", turn.Turn, history, len(turn.Messages), aggregates.HistoryWindowText)
+		}
+		if last := turn.Messages[len(turn.Messages)-1]; last.Content != prompt {
+			t.Errorf("turn %d's last message is not its prompt", turn.Turn)
+		}
+	}
+}
+
 func TestLongSessionKeepsRecording(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)

@@ -244,12 +244,15 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 	if err := errors.Join(aggregates.CheckPrompt(c.PromptText), modelErr); err != nil {
 		return state, Result{}, err
 	}
+	if err := aggregates.CheckSessionRoom(state, c.PromptText); err != nil {
+		return state, Result{}, err
+	}
 	examples, err := s.reads.FewShotExamples(ctx, c.Caller.UserID, state.Settings.ExampleIDs())
 	if err != nil {
 		return state, Result{}, err
 	}
 	prompt := aggregates.Prompt{Agent: state.Settings.AgentSnapshot, StyleParams: state.Settings.StyleParams,
-		Examples: pairs(examples), History: state.Turns, Text: c.PromptText}
+		Examples: pairs(examples), History: aggregates.HistoryWindow(state.Turns, aggregates.HistoryWindowText), Text: c.PromptText}
 	passages, err := s.ground(ctx, c.Caller.UserID, state.KnowledgeIDs, &prompt)
 	if err != nil {
 		return state, Result{}, err
