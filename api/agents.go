@@ -119,13 +119,6 @@ func pageOf(v validation.Values) queries.Page {
 	return p
 }
 
-type listJSON[T any] struct {
-	Items []T `json:"items"`
-	Total int `json:"total"`
-	Page  int `json:"page"`
-	Size  int `json:"size"`
-}
-
 func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, in input) error {
 	if err := s.awaitMinPosition(w, r, agentsReadModels...); err != nil {
 		return err

@@ -11,6 +11,15 @@ import (
 
 // The hand-written session list encoder writes the bytes encoding/json
 // writes for the generic list.
+// listJSON is a list's answer as encoding/json writes it: what the session
+// list's own encoder must match byte for byte.
+type listJSON[T any] struct {
+	Items []T `json:"items"`
+	Total int `json:"total"`
+	Page  int `json:"page"`
+	Size  int `json:"size"`
+}
+
 func TestSessionListEncodingMatchesEncodingJSON(t *testing.T) {
 	i64 := func(v int64) *int64 { return &v }
 	str := func(v string) *string { return &v }
