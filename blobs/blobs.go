@@ -84,6 +84,14 @@ func (s *Store) Put(ctx context.Context, owner, knowledgeID int64, content []byt
 		if _, err := tx.Exec(ctx, lockBlob, owner, ref.Hash); err != nil {
 			return err
 		}
+		// Sealed with a key this process may have cached past the
+		// owner's erasure on another replica: stored only while the key
+		// stands (see personal.HoldLiveKey).
+		if s.keys != nil {
+			if err := personal.HoldLiveKey(ctx, tx, subject(owner)); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.Exec(ctx, `INSERT INTO document_blobs (owner_id, hash, size, content, sealed, refs_complete)
 			VALUES ($1, $2, $3, $4, $5, true) ON CONFLICT (owner_id, hash) DO NOTHING`,
 			owner, ref.Hash, ref.Size, stored, s.keys != nil); err != nil {

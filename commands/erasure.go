@@ -53,18 +53,37 @@ func (x *Erasure) Erase(ctx context.Context, userID, actor int64) (Result, error
 	if _, err := aggregates.DecideErase(user, actor); err != nil {
 		return Result{}, err
 	}
-	if err := x.forget(ctx, user); err != nil {
+	if err := x.eraseOutsideTheLog(ctx, user); err != nil {
 		return Result{}, fmt.Errorf("erase user %d: %w", userID, err)
-	}
-	// The key goes last but one: until then a retry can still read the
-	// e-mail address the steps above delete by.
-	if err := x.keys.Erase(ctx, personal.UserSubject(userID)); err != nil {
-		return Result{}, err
 	}
 	_, res, err := execute(ctx, x.d, stream, aggregates.EvolveUser, func(u aggregates.User) ([]events.Event, error) {
 		return aggregates.DecideErase(u, actor)
 	})
 	return res, err
+}
+
+// eraseOutsideTheLog deletes what Lectern holds of u outside the log, and
+// u's key; then once more what a request in flight may have written in
+// between.
+func (x *Erasure) eraseOutsideTheLog(ctx context.Context, u aggregates.User) error {
+	if err := x.forget(ctx, u); err != nil {
+		return err
+	}
+	// The key goes after: until then a retry can still read the e-mail
+	// address the first pass deletes by.
+	if err := x.keys.Erase(ctx, personal.UserSubject(u.ID)); err != nil {
+		return err
+	}
+	// Once more, now that no new data of the user's can be written: a
+	// request that passed its checks before the first pass (an upload whose
+	// text was being extracted, a reindex waiting on its embedder) may have
+	// written since. Writes outside the log of what the key seals wait for
+	// the key's erasure or see it (personal.HoldLiveKey). Not what is kept
+	// by the address: it is free since the first pass, and what was written
+	// by it since is a new sign-up's.
+	anyone := u
+	anyone.Email = ""
+	return x.forget(ctx, anyone)
 }
 
 // ErasePartner erases the personal data of a partner without a user

@@ -225,6 +225,12 @@ func (k indexer) index(ctx context.Context, id, owner int64, blob *blobs.Ref, co
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('knowledge_chunks'), $1::int)`, id%(1<<31)); err != nil {
 			return err
 		}
+		// The chunks hold the text in clear: none are written once the
+		// owner's erasure has begun (however long the embedder took),
+		// and an erasure waits for those being written, then deletes them.
+		if err := personal.HoldLiveKey(ctx, tx, personal.UserSubject(owner)); err != nil {
+			return err
+		}
 		if blob != nil {
 			var held bool
 			err := tx.QueryRow(ctx, `SELECT true FROM document_blobs WHERE owner_id = $1 AND hash = $2 FOR SHARE`,

@@ -439,6 +439,31 @@ func (k *Keys) Erase(ctx context.Context, subject string) error {
 	return nil
 }
 
+// HoldLiveKey locks subject's key row in q, a transaction, until it ends,
+// and fails with ErrSubjectErased when the subject was erased. A write of
+// the subject's data outside the log (a document's text or its chunks, in
+// clear) made in that transaction then either commits before an erasure's
+// tombstone, which waits for it (Erase) and whose clean-up after the key
+// goes finds it (commands.Erasure), or sees the tombstone and writes
+// nothing. A process's cached key, which outlives an erasure on another
+// replica for a moment, cannot slip a write past it. A subject with no key
+// row never had anything sealed: nothing is held.
+func HoldLiveKey(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, subject string) error {
+	var erased bool
+	err := q.QueryRow(ctx, `SELECT wrapped IS NULL FROM subject_keys WHERE subject = $1 FOR SHARE`, subject).Scan(&erased)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("personal: hold the key of %s: %w", subject, err)
+	case erased:
+		return ErrSubjectErased
+	}
+	return nil
+}
+
 // Forget drops subject's cached key, which another process erased: the
 // next look-up asks the database. A tombstone goes too (it is found again).
 func (k *Keys) Forget(subject string) {
