@@ -58,6 +58,8 @@ func fillPersonalData(t *testing.T, e *env) personalUser {
 		"output_text": "Out " + marker, "meta": map[string]any{"note": marker}}), "example_id")
 	doc := e.uploadDocument(t, u.Access, "Notes "+marker, "The cell divides. "+marker)
 	p.doc = num(t, doc, "knowledge_id")
+	wantStatus(t, e.do(t, "PATCH", fmt.Sprintf("/user/document/%d/settings/search", p.doc),
+		map[string]any{"reranker_model": "Rerank " + marker}, u.Access), http.StatusOK)
 	_, turn := e.startSession(t, u.Access, class, map[string]any{"prompt_text": "Question " + marker,
 		"model_names": []string{"echo", "echo-reverse"}, "agent_id": p.agent, "few_shot_example_ids": []int64{example},
 		"knowledge_ids": []int64{p.doc}, "style_params": map[string]any{"persona": "Start " + marker}})

@@ -88,6 +88,10 @@ var rules = map[string]rule{
 	// content: version 1's inline text. content_hash is the text's SHA-256:
 	// in clear, it would confirm a guess at the text after the erasure.
 	"knowledge.document_uploaded": {byUser, parseFields("title:s", "content:s", "content_hash:s")},
+	// reranker_model is informational (the built-in reranker is used):
+	// free text of the owner's, up to 200 characters. An upload's is the
+	// default, null.
+	"knowledge.settings_changed": {nil, parseFields("settings.reranker_model:n")},
 }
 
 // Holds reports whether events of eventType hold personal data.

@@ -47,6 +47,13 @@ func KnowledgeProjections() []Projection {
 		OnSet(func(ctx context.Context, tx pgx.Tx, _ []events.Meta, es []events.UserErased) error {
 			_, err := tx.Exec(ctx, `UPDATE knowledge_documents SET title = $2 WHERE user_id = ANY($1::bigint[])`,
 				erasedIDs(es), personal.ErasedText)
+			if err != nil {
+				return err
+			}
+			// knowledge.settings_changed at its placeholder: no model.
+			_, err = tx.Exec(ctx, `UPDATE knowledge_settings SET reranker_model = NULL
+				WHERE reranker_model IS NOT NULL AND knowledge_id IN (SELECT id FROM knowledge_documents WHERE user_id = ANY($1::bigint[]))`,
+				erasedIDs(es))
 			return err
 		}),
 	}}}
