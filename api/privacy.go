@@ -14,6 +14,7 @@ import (
 	"lectern/commands"
 	"lectern/derrors"
 	"lectern/events"
+	"lectern/eventstore"
 	"lectern/projections"
 	"lectern/queries"
 )
@@ -60,8 +61,16 @@ func privacyComponents() schema {
 			"sent_messages":       arrayOf(ref("SentMessages")),
 			"rate_limit_records":  arrayOf(ref("RateLimitRecord")),
 			"rate_limit_buckets":  arrayOf(ref("RateLimitBucket")),
+			"history":             arrayOf(ref("HistoryEvent")),
 		}, "exported_at", "user", "agents", "few_shot_examples", "practice_sessions", "knowledge_documents",
-			"enrollments", "partner_records", "promotion_requests", "sent_messages", "rate_limit_records", "rate_limit_buckets"),
+			"enrollments", "partner_records", "promotion_requests", "sent_messages", "rate_limit_records", "rate_limit_buckets",
+			"history"),
+		// An event of one of the caller's own streams, opened: the earlier
+		// versions of what they wrote (a session's turns are in
+		// practice_sessions and sent_messages instead).
+		"HistoryEvent": object(schema{"stream": str(), "version": integer(), "type": str(), "schema_version": integer(),
+			"recorded_at": dateTime(), "data": schema{"type": "object"}},
+			"stream", "version", "type", "schema_version", "recorded_at", "data"),
 		"PersonalDocument": object(schema{"document": ref("KnowledgeDocument"), "text": str()}, "document", "text"),
 		// What each turn sent its models: the agent's system prompt, the
 		// few-shot examples, the knowledge passages and the history, as sent.
@@ -146,12 +155,75 @@ type personalDocumentJSON struct {
 // The export is one JSON object: exported_at, user, agents,
 // few_shot_examples, practice_sessions, knowledge_documents, enrollments,
 // partner_records, promotion_requests, rate_limit_records,
-// rate_limit_buckets, sent_messages.
+// rate_limit_buckets, sent_messages, history.
 // It is written a member at a time, and the large lists an element at a
 // time (exportMe): a user's documents (up to 2 MiB of text each, and as many
 // as they uploaded), sessions of many turns, and the messages each turn
 // sent, which repeat the session's history, would otherwise all be held at
 // once, twice over (the values and their JSON).
+
+// historyEventJSON is an event of one of the caller's streams, opened.
+type historyEventJSON struct {
+	Stream        string          `json:"stream"`
+	Version       int64           `json:"version"`
+	Type          string          `json:"type"`
+	SchemaVersion int             `json:"schema_version"`
+	RecordedAt    string          `json:"recorded_at"`
+	Data          json.RawMessage `json:"data"`
+}
+
+// historyPage is how many events of a stream the export reads at once: a
+// session's turn may be a megabyte.
+const historyPage = 16
+
+// exportHistory adds every event of the caller's own streams (their
+// account, agents, few-shot examples, documents, partner records and
+// promotion requests, and their sessions less the turns, which
+// practice_sessions and sent_messages hold already), opened: the earlier
+// versions of what they wrote are Lectern's too, in its log, until their
+// erasure.
+func (s *Server) exportHistory(ctx context.Context, rows *exportRows, add func(any)) error {
+	streams := []string{eventstore.StreamName(events.CategoryUser, rows.user.ID)}
+	for _, a := range rows.agents {
+		streams = append(streams, eventstore.StreamName(events.CategoryAgent, a.AgentID))
+	}
+	for _, x := range rows.examples {
+		streams = append(streams, eventstore.StreamName(events.CategoryFewShot, x.ExampleID))
+	}
+	for _, ps := range rows.sessions {
+		streams = append(streams, eventstore.StreamName(events.CategorySession, ps.ID))
+	}
+	for _, d := range rows.documents {
+		streams = append(streams, eventstore.StreamName(events.CategoryKnowledge, d.ID))
+	}
+	for _, p := range rows.partners {
+		streams = append(streams, eventstore.StreamName(events.CategoryPartner, p.ID))
+	}
+	for _, pr := range rows.promotions {
+		streams = append(streams, eventstore.StreamName(events.CategoryPromotion, pr.RequestID))
+	}
+	turn := events.SessionTurnRecorded{}.EventType()
+	store := s.deps.Commands.Store
+	for _, stream := range streams {
+		for from := int64(1); ; {
+			evs, err := store.ReadStream(ctx, stream, eventstore.Forwards, from, historyPage)
+			if err != nil {
+				return fmt.Errorf("the history of %s: %w", stream, err)
+			}
+			for _, e := range evs {
+				if e.Type != turn {
+					add(historyEventJSON{Stream: stream, Version: e.Version, Type: e.Type, SchemaVersion: e.SchemaVersion,
+						RecordedAt: ts(e.RecordedAt), Data: e.Data})
+				}
+			}
+			if len(evs) < historyPage {
+				break
+			}
+			from = evs[len(evs)-1].Version + 1
+		}
+	}
+	return nil
+}
 
 type sentMessagesJSON struct {
 	SessionID int64                `json:"session_id"`
@@ -271,6 +343,9 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 			}
 		}
 		return nil
+	})
+	out.array("history", func(add func(any)) error {
+		return s.exportHistory(ctx, rows, add)
 	})
 	if err := out.end(); err != nil {
 		// The answer is under way: the client sees it cut short. (A client

@@ -271,6 +271,55 @@ func TestErasureLeavesNothing(t *testing.T) {
 	}
 }
 
+// The export holds the earlier versions of what the caller wrote, which
+// the log keeps (sealed under their key) until their erasure: each event of
+// their own streams, opened, in "history". Another user's are not in it.
+func TestExportHoldsEarlierVersions(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u, other := e.signUp(t), e.signUp(t)
+	marker := "MRK" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+
+	agent := num(t, e.createAgent(t, u.Access, map[string]any{"name": "Tutor", "system_prompt": "Old prompt " + marker}), "agent_id")
+	wantStatus(t, e.do(t, "PATCH", fmt.Sprintf("/agents/%d", agent), map[string]any{"system_prompt": "New prompt"}, u.Access), http.StatusOK)
+	example := num(t, e.createFewShot(t, u.Access, map[string]any{"input_text": "Old input " + marker, "output_text": "Out"}), "example_id")
+	wantStatus(t, e.do(t, "PATCH", fmt.Sprintf("/user/practice/few-shot-examples/%d", example),
+		map[string]any{"input_text": "New input"}, u.Access), http.StatusOK)
+	e.createAgent(t, other.Access, map[string]any{"name": "Tutor", "system_prompt": "Other's prompt " + marker})
+
+	res := e.do(t, "GET", "/user/me/export", nil, u.Access)
+	wantStatus(t, res, http.StatusOK)
+	var export struct {
+		History []struct {
+			Stream  string          `json:"stream"`
+			Version int64           `json:"version"`
+			Type    string          `json:"type"`
+			Data    json.RawMessage `json:"data"`
+		} `json:"history"`
+	}
+	if err := json.Unmarshal(res.Body, &export); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, h := range export.History {
+		got[fmt.Sprintf("%s/%d %s", h.Stream, h.Version, h.Type)] = string(h.Data)
+	}
+	for key, want := range map[string]string{
+		fmt.Sprintf("user-%d/1 user.signed_up", u.ID):        u.Email,
+		fmt.Sprintf("agent-%d/1 agent.created", agent):       "Old prompt " + marker,
+		fmt.Sprintf("agent-%d/2 agent.updated", agent):       "New prompt",
+		fmt.Sprintf("fewshot-%d/1 fewshot.created", example): "Old input " + marker,
+		fmt.Sprintf("fewshot-%d/2 fewshot.updated", example): "New input",
+	} {
+		if data, ok := got[key]; !ok || !strings.Contains(data, want) {
+			t.Errorf("the export's history: %s holds %q, want it with %q", key, data, want)
+		}
+	}
+	if n := strings.Count(string(res.Body), "Other's prompt"); n != 0 {
+		t.Errorf("the export holds another user's agent %d times", n)
+	}
+}
+
 // A failed model's error holds the provider's message, which may quote the
 // prompt: it is sealed in the log, shown to its user, and gone on erasure.
 func TestErasureTakesAProvidersErrorMessage(t *testing.T) {
