@@ -69,6 +69,7 @@ func TestPublishedMessagesAreRedacted(t *testing.T) {
 		"partner":  `{"type":"lectern.partner.created","data":{"partner_id":2,"org_id":1,"full_name":"Tina Teacher","email":"tina@example.com","phone":"+44 1234 567890","role":"partner"}}`,
 		"issued":   `{"type":"lectern.class.invite_code_issued","data":{"class_id":1,"invite_code_id":3,"code":"PJYZKH4W"}}`,
 		"used":     `{"type":"lectern.class.invite_code_used","data":{"class_id":1,"invite_code_id":3,"code":"PJYZKH4W","user_id":5}}`,
+		"revoked":  `{"type":"lectern.class.invite_code_revoked","data":{"class_id":1,"invite_code_id":3,"code":"PJYZKH4W"}}`,
 		"class":    `{"type":"lectern.class.created","data":{"class_id":1,"name":"Algebra A"}}`,
 		"redacted": `{"type":"lectern.partner.created","data":{"partner_id":3,"full_name":"[redacted]","email":"[redacted]","phone":null}}`,
 	}
@@ -103,7 +104,7 @@ func TestPublishedMessagesAreRedacted(t *testing.T) {
 			}
 		}
 	}
-	for _, id := range []string{"partner", "issued", "used"} {
+	for _, id := range []string{"partner", "issued", "used", "revoked"} {
 		if !strings.Contains(got[id], `"[redacted]"`) {
 			t.Errorf("message %s: %s, want its fields redacted", id, got[id])
 		}
