@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lectern/commands"
+	"lectern/ratelimit"
 )
 
 // GET /user/me/export writes a user's documents one at a time: the heap
@@ -20,7 +23,7 @@ import (
 // much garbage waits for a collection) is in both, and cancels. Not
 // parallel: the heap is the process's.
 func TestExportMemoryStaysFlat(t *testing.T) {
-	e := sharedEnv(t)
+	e := newEnv(t, envConfig{limits: commands.Limits{Uploads: ratelimit.Rate{N: 100, Per: time.Minute}}})
 	const size = 900 << 10 // under the 1 MiB body cap
 	few, many := e.signUp(t), e.signUp(t)
 	upload := func(token string, documents int) {

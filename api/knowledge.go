@@ -50,7 +50,7 @@ func (s *Server) knowledgeOperations() []operation {
 	return []operation{
 		{method: http.MethodPost, path: "/user/document", id: "upload_document", tag: "knowledge", auth: true, idempotent: true,
 			summary: "Upload a knowledge document: JSON {title, content}, or multipart/form-data with a file (text, Markdown, PDF)",
-			ownBody: &createDocumentBody, status: 201, response: "KnowledgeDocument", errors: []int{401},
+			ownBody: &createDocumentBody, status: 201, response: "KnowledgeDocument", errors: []int{401, 429},
 			location: &locatedBy{get: "get_document", id: "knowledge_id"}, handle: s.createDocument},
 		{method: http.MethodGet, path: "/user/document", id: "list_documents", tag: "knowledge", auth: true,
 			summary: "List my knowledge documents, oldest first", query: pageQuery, status: 200,
@@ -184,6 +184,10 @@ const (
 
 func (s *Server) createDocument(w http.ResponseWriter, r *http.Request, in input) error {
 	c := aggregates.UploadKnowledgeDocument{OwnerID: in.user.UserID}
+	// Before the upload is read: extracting a PDF may take seconds.
+	if err := s.deps.Commands.Knowledge.LimitUpload(r.Context(), in.user.UserID); err != nil {
+		return err
+	}
 	var err error
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
 		err = readUploadForm(r, &c, s.deps.Extract)

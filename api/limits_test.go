@@ -312,3 +312,30 @@ func TestTurnLimit(t *testing.T) {
 	wantStatus(t, e.do(t, "POST", chat, map[string]any{"prompt_text": "three"}, c.student.Access), http.StatusOK)
 	wantLimited(t, e.do(t, "POST", chat, map[string]any{"prompt_text": "four"}, c.student.Access), tooManyTurns, 30*time.Second)
 }
+
+const tooManyUploads = "Too many documents uploaded; try again later"
+
+// Uploads per user are a token bucket (Limits.Uploads): a burst, then one
+// every Per/N. The token is taken before the upload is read, so a file
+// that is refused for its content (here a PDF that is not one) still
+// costs one: its extraction is the cost the limit bounds. Another user
+// has a bucket of their own.
+func TestUploadLimit(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now, limits: commands.Limits{Uploads: ratelimit.Rate{N: 2, Per: time.Minute}}})
+	u, other := e.signUp(t), e.signUp(t)
+	e.uploadDocument(t, u.Access, "One", "Cells divide.")
+	wantStatus(t, e.uploadFile(t, u.Access, "two.pdf", "application/pdf", []byte("not a PDF"), ""), http.StatusUnprocessableEntity)
+	wantLimited(t, e.do(t, "POST", documentsPath, map[string]any{"title": "Three", "content": "Cells grow."}, u.Access), tooManyUploads, 30*time.Second)
+	wantLimited(t, e.uploadFile(t, u.Access, "three.txt", "text/plain", []byte("Cells grow."), ""), tooManyUploads, 30*time.Second)
+	e.uploadDocument(t, other.Access, "Theirs", "Cells divide.")
+
+	clk.Advance(30 * time.Second)
+	e.uploadDocument(t, u.Access, "Three", "Cells grow.")
+	wantLimited(t, e.do(t, "POST", documentsPath, map[string]any{"title": "Four", "content": "Cells part."}, u.Access), tooManyUploads, 30*time.Second)
+	list := e.do(t, "GET", documentsPath, nil, u.Access)
+	if got := num(t, list, "total"); got != 2 {
+		t.Errorf("%d documents recorded, want the two uploads let through", got)
+	}
+}

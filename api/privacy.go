@@ -437,7 +437,7 @@ func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) 
 		}
 		rows.rates = append(rows.rates, rateRecordJSON{Kind: r.Kind, ClientAddress: addr, Times: times})
 	}
-	buckets, err := q.RateBucketsOf(ctx, commands.JoinUserBucket(id), commands.TurnBucket(id))
+	buckets, err := q.RateBucketsOf(ctx, commands.JoinUserBucket(id), commands.TurnBucket(id), commands.UploadBucket(id))
 	if err != nil {
 		return nil, err
 	}

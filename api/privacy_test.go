@@ -406,6 +406,7 @@ func TestExportHoldsSentMessagesAndAttempts(t *testing.T) {
 	wantStatus(t, e.enroll(t, s, class, u.ID), http.StatusCreated)
 	_, turn := e.startSession(t, u.Access, class, map[string]any{"prompt_text": "First question"})
 	wantStatus(t, e.do(t, "POST", sessionPath(turn.SessionID)+"/chat", map[string]any{"prompt_text": "Second question"}, u.Access), http.StatusOK)
+	e.uploadDocument(t, u.Access, "Notes", "Cells divide.")
 
 	res := e.do(t, "GET", "/user/me/export", nil, u.Access)
 	wantStatus(t, res, http.StatusOK)
@@ -463,27 +464,28 @@ func TestExportHoldsSentMessagesAndAttempts(t *testing.T) {
 			t.Errorf("the export's %s bucket is full at %s, before the user spent it (%s)", b.Kind, b.FullAt, before)
 		}
 	}
-	if diff := cmp.Diff([]string{"join-user", "turns"}, spent); diff != "" {
+	if diff := cmp.Diff([]string{"join-user", "turns", "uploads"}, spent); diff != "" {
 		t.Errorf("the export's rate_limit_buckets (-want +got):\n%s", diff)
 	}
 
-	// The buckets keyed by the user's id: failed joins, joins, turns.
+	// The buckets keyed by the user's id: failed joins, joins, turns, uploads.
 	buckets := func() int {
 		t.Helper()
 		var n int
 		if err := e.pool.QueryRow(context.Background(), `SELECT
 			(SELECT count(*) FROM rate_windows WHERE bucket = 'join-fail:' || $1) +
-			(SELECT count(*) FROM rate_buckets WHERE bucket IN ('join-user:' || $1, 'turns:' || $1))`, fmt.Sprint(u.ID)).Scan(&n); err != nil {
+			(SELECT count(*) FROM rate_buckets WHERE bucket IN ('join-user:' || $1, 'turns:' || $1, 'uploads:' || $1))`,
+			fmt.Sprint(u.ID)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	if n := buckets(); n != 3 {
-		t.Fatalf("%d of the user's own rate-limit buckets before the erasure, want 3: the check below proves nothing", n)
+	if n := buckets(); n != 4 {
+		t.Fatalf("%d of the user's own rate-limit buckets before the erasure, want 4: the check below proves nothing", n)
 	}
 	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
 	if n := buckets(); n != 0 {
-		t.Errorf("the erasure left %d of the user's rate-limit buckets (failed joins, joins, turns)", n)
+		t.Errorf("the erasure left %d of the user's rate-limit buckets (failed joins, joins, turns, uploads)", n)
 	}
 }
 

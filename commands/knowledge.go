@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -18,6 +19,7 @@ import (
 	"lectern/knowledge"
 	"lectern/personal"
 	"lectern/queries"
+	"lectern/ratelimit"
 )
 
 // Knowledge is the knowledge documents use cases: upload, tune search
@@ -32,6 +34,8 @@ import (
 type Knowledge struct {
 	d Deps
 	indexer
+	limiter *ratelimit.Limiter
+	uploads ratelimit.Rate // Limits.Uploads
 }
 
 // NewKnowledge refuses missing dependencies: it needs d.Embedder and d.Blobs.
@@ -40,8 +44,26 @@ func NewKnowledge(d Deps) (*Knowledge, error) {
 	if err = errors.Join(d.Validate(), err); err != nil {
 		return nil, err
 	}
-	return &Knowledge{d: d, indexer: idx}, nil
+	return &Knowledge{d: d, indexer: idx, limiter: ratelimit.New(d.DB, d.Now), uploads: d.Limits.withDefaults().Uploads}, nil
 }
+
+// LimitUpload takes a token from the user's bucket of uploads
+// (Limits.Uploads), before the upload is read and its text extracted: a
+// 429 with Retry-After when it is empty.
+func (k *Knowledge) LimitUpload(ctx context.Context, userID int64) error {
+	d, err := k.limiter.Allow(ctx, UploadBucket(userID), k.uploads)
+	if err != nil {
+		return err
+	}
+	if !d.OK {
+		return &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: "Too many documents uploaded; try again later"}
+	}
+	return nil
+}
+
+// UploadBucket is the token bucket of a user's uploads (erasure deletes
+// it; the export shows it).
+func UploadBucket(userID int64) string { return "uploads:" + strconv.FormatInt(userID, 10) }
 
 // KnowledgeJobs is the reindex worker: it claims the queued jobs
 // (Knowledge.RequestReindex), indexes the document again and records the

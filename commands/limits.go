@@ -38,6 +38,10 @@ type Limits struct {
 	// streamed or not. Each turn calls up to ten models on the providers'
 	// bill: without a bound, one script could spend the school's budget.
 	Turns ratelimit.Rate
+	// Uploads: knowledge documents uploaded per user (a token bucket). Each
+	// may cost seconds of a core to extract (a PDF, up to its timeout) and
+	// its chunks' embedding, on the embedder's bill.
+	Uploads ratelimit.Rate
 }
 
 // DefaultLimits are the limits a zero Limits stands for.
@@ -51,7 +55,12 @@ var DefaultLimits = Limits{
 	JoinUser:        ratelimit.Rate{N: 10, Per: time.Minute},
 	JoinFailures:    ratelimit.Window{N: 10, Size: time.Hour},
 	Turns:           ratelimit.Rate{N: DefaultTurnLimit, Per: time.Minute},
+	Uploads:         ratelimit.Rate{N: DefaultUploadLimit, Per: time.Minute},
 }
+
+// DefaultUploadLimit is the default of Limits.Uploads a minute: a course's
+// documents at once, then one every six seconds.
+const DefaultUploadLimit = 10
 
 // DefaultTurnLimit is the default of Limits.Turns a minute: a burst of as
 // many, then one every three seconds, more than a person types.
@@ -81,6 +90,7 @@ func (l Limits) withDefaults() Limits {
 	rate(&l.JoinUser, d.JoinUser)
 	window(&l.JoinFailures, d.JoinFailures)
 	rate(&l.Turns, d.Turns)
+	rate(&l.Uploads, d.Uploads)
 	return l
 }
 

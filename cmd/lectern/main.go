@@ -185,6 +185,9 @@ type env struct {
 	// TurnsPerMinute: LECTERN_TURNS_PER_MINUTE, each user's practice turns
 	// a minute (default commands.DefaultTurnLimit).
 	TurnsPerMinute int
+	// UploadsPerMinute: LECTERN_UPLOADS_PER_MINUTE, each user's document
+	// uploads a minute (default commands.DefaultUploadLimit).
+	UploadsPerMinute int
 }
 
 // readEnv reads the environment, with `make run`'s private cluster and
@@ -260,6 +263,13 @@ func readEnv(needKey bool) (env, error) {
 			err = errors.Join(err, fmt.Errorf("LECTERN_TURNS_PER_MINUTE %q: want a positive number", v))
 		}
 		e.TurnsPerMinute = n
+	}
+	if v := os.Getenv("LECTERN_UPLOADS_PER_MINUTE"); v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n <= 0 {
+			err = errors.Join(err, fmt.Errorf("LECTERN_UPLOADS_PER_MINUTE %q: want a positive number", v))
+		}
+		e.UploadsPerMinute = n
 	}
 	if e.JWTKey == "" && e.JWTKeyFile == "" {
 		e.JWTKeyFile = defaultKeyFile()
@@ -458,7 +468,8 @@ func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider
 		Models: models, Embedder: embedder, EventStoreURL: os.Getenv("EVENTSTORE_URL"), Extract: e.Extract,
 		SkipSessionCheck: skipSessionCheck, TrustedProxies: e.TrustedProxies, ForwardedHeader: e.ForwardedHeader, CORSOrigins: e.CORSOrigins,
 		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison,
-		Limits: commands.Limits{Turns: ratelimit.Rate{N: e.TurnsPerMinute, Per: time.Minute}}, Tracing: tp})
+		Limits: commands.Limits{Turns: ratelimit.Rate{N: e.TurnsPerMinute, Per: time.Minute},
+			Uploads: ratelimit.Rate{N: e.UploadsPerMinute, Per: time.Minute}}, Tracing: tp})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
