@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,6 +204,8 @@ func TestAdminEventsRejectBadQueries(t *testing.T) {
 	// Past the end of the log (a cursor of a longer one), either store reads
 	// an empty page, as EventStoreDB reads nothing past its last record.
 	wantBody(t, e.do(t, "GET", "/admin/events?after=9223372036854775000-0", nil, admin.Access), http.StatusOK, `{"items":[],"next":null}`)
+	// A cursor longer than any position (leading zeros) is refused as unreadable.
+	wantStatus(t, e.do(t, "GET", "/admin/events?after="+strings.Repeat("0", 40)+"1-1", nil, admin.Access), http.StatusUnprocessableEntity)
 	wantStatus(t, e.do(t, "GET", "/admin/events?since=yesterday", nil, admin.Access), http.StatusUnprocessableEntity)
 	wantStatus(t, e.do(t, "GET", "/admin/events?since=2026-01-02T00:00:00Z&until=2026-01-01T00:00:00Z", nil, admin.Access),
 		http.StatusUnprocessableEntity)

@@ -157,8 +157,8 @@ func TestCollectionsAreBounded(t *testing.T) {
 	})
 }
 
-// Every array and free-form object a request can hold has a documented
-// bound, so none can be added without one.
+// Every array, free-form object, string and integer a request can hold has
+// a documented bound, so none can be added without one.
 func TestEveryCollectionIsBounded(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)
@@ -167,7 +167,7 @@ func TestEveryCollectionIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	paths := doc.(map[string]any)["paths"].(map[string]any)
-	checked := 0
+	checked, strs, ints := 0, 0, 0
 	var walk func(where string, v any)
 	walk = func(where string, v any) {
 		switch x := v.(type) {
@@ -185,6 +185,17 @@ func TestEveryCollectionIsBounded(t *testing.T) {
 					t.Errorf("%s: a free-form object without maxProperties", where)
 				}
 			}
+			// A string of its own (not an enum, a date or a uuid: those are
+			// bounded by their form).
+			if strings.Contains(types, "string") && x["enum"] == nil && x["const"] == nil && x["format"] == nil && x["pattern"] == nil {
+				strs++
+				if _, ok := x["maxLength"]; !ok {
+					t.Errorf("%s: a string without maxLength: %v", where, x)
+				}
+			}
+			if strings.Contains(types, "integer") {
+				ints++ // bounded by int64 at the most (a larger one is a 422: TestValuesThatAreNotText)
+			}
 			for k, sub := range x {
 				walk(where+"/"+k, sub)
 			}
@@ -201,8 +212,8 @@ func TestEveryCollectionIsBounded(t *testing.T) {
 			walk(method+" "+path+" parameters", o["parameters"])
 		}
 	}
-	if checked < 9 {
-		t.Errorf("only %d collections found in request schemas: is the walk right?", checked)
+	if checked < 9 || strs < 30 || ints < 20 {
+		t.Errorf("only %d collections, %d strings and %d integers found in request schemas: is the walk right?", checked, strs, ints)
 	}
 }
 

@@ -533,9 +533,15 @@ func TestFewShotExampleMinPosition(t *testing.T) {
 	wantBody(t, again, http.StatusOK, string(res.Body))
 	wantHeader(t, again, "X-Event-Position", pos)
 
+	// A position longer than any (leading zeros: what it says is valid) is
+	// refused as unreadable, whatever its length.
+	padded := strings.Repeat("0", 42-len(pos)) + pos
 	for _, p := range []string{path, fewShotsPath} {
-		wantDetail(t, e.do(t, "GET", p, nil, u.Access, "X-Min-Position", "yesterday"), http.StatusBadRequest, "Invalid X-Min-Position header")
+		for _, bad := range []string{"yesterday", padded, strings.Repeat("9", 100_000)} {
+			wantDetail(t, e.do(t, "GET", p, nil, u.Access, "X-Min-Position", bad), http.StatusBadRequest, "Invalid X-Min-Position header")
+		}
 	}
+	wantStatus(t, e.do(t, "GET", fewShotsPath, nil, u.Access, "X-Min-Position", padded[1:]), http.StatusOK)
 }
 
 // FewShotExamples serves the practice-session settings: the caller's

@@ -26,7 +26,8 @@ var (
 	// instead (see createDocument).
 	createDocumentBody = validation.Schema{Fields: []validation.Field{
 		reqString("title", maxName),
-		{Name: "content", Kind: validation.String, Required: true, Description: "the document's text (the 1 MiB body limit applies)"},
+		{Name: "content", Kind: validation.String, Required: true, MaxLength: MaxBodyBytes,
+			Description: "the document's text (the 1 MiB body limit applies)"},
 	}}
 	// Seed 2.11, 4.7: every field optional; null resets a field to its default.
 	updateKnowledgeSettingsBody = validation.Schema{Fields: []validation.Field{

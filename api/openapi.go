@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/swaggest/swgui/v5emb"
+
+	"lectern/eventstore"
 )
 
 // docsHandler serves Swagger UI with its assets embedded in the binary, so the
@@ -141,7 +143,7 @@ func (s *Server) openAPI() ([]byte, error) {
 		if op.method == http.MethodGet && op.auth {
 			params = append(params, schema{"name": "X-Min-Position", "in": "header", "required": false,
 				"description": "Wait (up to 2 s) until the read models have applied this X-Event-Position",
-				"schema":      schema{"type": "string"}})
+				"schema":      schema{"type": "string", "maxLength": eventstore.MaxPositionLength}})
 		}
 		if op.idempotent {
 			params = append(params, schema{"name": "Idempotency-Key", "in": "header", "required": false,

@@ -268,8 +268,17 @@ func (p Position) AppendText(b []byte) []byte {
 	return strconv.AppendUint(b, p.Prepare, 10)
 }
 
+// MaxPositionLength is the longest a position's text may be: two uint64s
+// in decimal and the dash ("18446744073709551615-18446744073709551615").
+// Longer ones (leading zeros) are refused, so that a header or cursor
+// costs no more than that to read.
+const MaxPositionLength = 41
+
 // ParsePosition parses a cursor written by Position.String.
 func ParsePosition(s string) (Position, error) {
+	if len(s) > MaxPositionLength {
+		return Position{}, fmt.Errorf("%w: %d characters", ErrInvalidPosition, len(s))
+	}
 	commit, prepare, ok := strings.Cut(s, "-")
 	if !ok {
 		return Position{}, fmt.Errorf("%w: %q", ErrInvalidPosition, s)
