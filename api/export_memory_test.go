@@ -78,15 +78,7 @@ type exportedText struct {
 // one document at a time, and returns what it keeps of each one's text.
 func readExportDocuments(t *testing.T, e *env, token string) []exportedText {
 	t.Helper()
-	req, err := http.NewRequestWithContext(context.Background(), "GET", e.srv.URL+"/user/me/export", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := e.httpClient().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := e.open(t, "/user/me/export", token)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(resp.Body)
@@ -190,4 +182,20 @@ func TestExportLeavesOutTheMessagesOfAVanishedSession(t *testing.T) {
 	if len(export.Sessions) == 0 {
 		t.Errorf("the export lists no session: %s", res)
 	}
+}
+
+// open sends a GET of path with token and returns the answer with its body
+// unread, for a test that reads it as it streams in (and closes it).
+func (e *env) open(t *testing.T, path, token string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), "GET", e.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := e.httpClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
 }

@@ -44,15 +44,7 @@ func TestAListPageIsNotHeldWhole(t *testing.T) {
 	}
 
 	get := func(token string, size int) (*http.Response, int64) {
-		req, err := http.NewRequest("GET", fmt.Sprintf("%s/user/practice/few-shot-examples?size=%d", e.srv.URL, size), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-		res, err := e.httpClient().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := e.open(t, fmt.Sprintf("/user/practice/few-shot-examples?size=%d", size), token)
 		defer res.Body.Close()
 		n, err := io.Copy(io.Discard, res.Body)
 		if err != nil || res.StatusCode != http.StatusOK {

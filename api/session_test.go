@@ -580,10 +580,6 @@ func TestConcurrentTurns(t *testing.T) {
 	}
 }
 
-// A turn's event holds what the turn adds, not the session's history: a
-// session of long prompts goes on turn after turn. (Each turn used to record
-// the whole history it sent, until one was too large to record: a 413 at
-// the fourth prompt of 100 000 characters.)
 // A session that grows at the permitted pace with the longest prompts is
 // bounded twice: each turn sends its models only the most recent history
 // that fits aggregates.HistoryWindowText (the session keeps every turn), and
@@ -650,6 +646,10 @@ func TestLongSessionIsBounded(t *testing.T) {
 	}
 }
 
+// A turn's event holds what the turn adds, not the session's history: a
+// session of long prompts goes on turn after turn. (Each turn used to record
+// the whole history it sent, until one was too large to record: a 413 at
+// the fourth prompt of 100 000 characters.)
 func TestLongSessionKeepsRecording(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)

@@ -39,15 +39,25 @@ func TestErasureDuringEmbeddingLeavesNoChunks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	embedThroughAnErasure(t, pool, store, &ref, func() error {
+		return (&Erasure{d: Deps{DB: pool}}).forget(ctx, aggregates.User{ID: 7})
+	})
+}
+
+// embedThroughAnErasure indexes user 7's document 70 (its text stored at
+// ref, or nil for none) with an embedder held until erase has run, and
+// checks that the indexing wrote no chunk and said why.
+func embedThroughAnErasure(t *testing.T, pool *pgxpool.Pool, store *blobs.Store, ref *blobs.Ref, erase func() error) {
+	t.Helper()
 	g := gatedEmbedder{waiting: make(chan struct{}, 1), gate: make(chan struct{})}
 	ix := indexer{db: pool, embedder: g, blobs: store}
 	indexed := make(chan error, 1)
 	go func() {
-		_, err := ix.index(ctx, 70, 7, &ref, indexedText, nil)
+		_, err := ix.index(context.Background(), 70, 7, ref, indexedText, nil)
 		indexed <- err
 	}()
 	<-g.waiting
-	if err := (&Erasure{d: Deps{DB: pool}}).forget(ctx, aggregates.User{ID: 7}); err != nil {
+	if err := erase(); err != nil {
 		t.Fatal(err)
 	}
 	close(g.gate)
@@ -207,25 +217,10 @@ func TestErasureDuringTheEmbeddingOfADocumentWithoutAStoredTextLeavesNoChunks(t 
 	ctx := context.Background()
 	pool := pgtest.Fresh(t)
 	keys := sealingKeys(t, pool)
-	g := gatedEmbedder{waiting: make(chan struct{}, 1), gate: make(chan struct{})}
-	ix := indexer{db: pool, embedder: g, blobs: blobs.New(pool, keys)}
-	indexed := make(chan error, 1)
-	go func() {
-		_, err := ix.index(ctx, 70, 7, nil, indexedText, nil)
-		indexed <- err
-	}()
-	<-g.waiting
 	x := &Erasure{d: Deps{DB: pool}, keys: keys}
-	if err := x.eraseOutsideTheLog(ctx, aggregates.User{ID: 7}); err != nil {
-		t.Fatal(err)
-	}
-	close(g.gate)
-	if err := <-indexed; !errors.Is(err, personal.ErrSubjectErased) {
-		t.Errorf("indexing after the erasure: %v, want %v", err, personal.ErrSubjectErased)
-	}
-	if n := ownerChunks(t, pool, 7); n != 0 {
-		t.Errorf("%d chunks of the erased user's document were written", n)
-	}
+	embedThroughAnErasure(t, pool, blobs.New(pool, keys), nil, func() error {
+		return x.eraseOutsideTheLog(ctx, aggregates.User{ID: 7})
+	})
 }
 
 // Chunks being written when the key's erasure comes are waited for, and
