@@ -179,8 +179,8 @@ var (
 	errSessionNotFound = derrors.New(derrors.ErrNotFound, "Session not found")
 	errNotEnrolled     = derrors.New(derrors.ErrForbidden, "Only the class's enrolled students and its organisation's partners may practise in it")
 	errTurnRace        = derrors.New(derrors.ErrConflict, "The session had another turn while the models answered; send the prompt again")
-	errSessionFull     = derrors.New(derrors.ErrConflict, fmt.Sprintf(
-		"The session holds as much text as a session may (%d MiB); start a new session to go on", MaxSessionText>>20))
+	errSessionFull     = derrors.New(derrors.ErrConflict,
+		"The session holds as much text as a session may (%d MiB); start a new session to go on", MaxSessionText>>20)
 )
 
 // MaxSessionText bounds the text a session's turns record, in bytes: every

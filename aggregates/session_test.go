@@ -383,7 +383,9 @@ func turnOf(n int, prompt string) events.SessionTurnRecorded {
 }
 
 // sessionOf is the session that evs make.
-func sessionOf(evs ...events.Event) aggregates.Session { return given(aggregates.EvolveSession, evs...) }
+func sessionOf(evs ...events.Event) aggregates.Session {
+	return given(aggregates.EvolveSession, evs...)
+}
 
 // A session counts the text its turns record (prompt, messages, answers,
 // errors), and refuses a turn once that and the turn's prompt pass
