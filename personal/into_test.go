@@ -33,6 +33,7 @@ var newEvent = map[string]func() any{
 	"session.turn_recorded":       func() any { return new(events.SessionTurnRecorded) },
 	"session.settings_updated":    func() any { return new(events.SessionSettingsUpdated) },
 	"knowledge.document_uploaded": func() any { return new(events.KnowledgeDocumentUploaded) },
+	"knowledge.settings_changed":  func() any { return new(events.KnowledgeSettingsChanged) },
 }
 
 // Every rule's fields are found in its event's Go type: otherwise OpenInto
@@ -77,6 +78,8 @@ var intoCases = []struct{ eventType, data string }{
 	{"session.turn_recorded", `{"session_id":12,"turn":3,"prompt_text":"Q","messages":null,"results":null}`},
 	{"session.settings_updated", `{"session_id":12,"settings":{"setting_id":2,"agent_snapshot":{"agent_id":3,"name":"A","system_prompt":"S"}},"changed":["agent_id"]}`},
 	{"knowledge.document_uploaded", `{"knowledge_id":4,"user_id":7,"title":"Doc","content_type":"text/plain","size":3,"content_hash":"ab","content_size":3}`},
+	{"knowledge.settings_changed", `{"knowledge_id":4,"settings":{"top_k":5,"min_score":"0","score_type":"cosine_similarity","reranker_enabled":true,"reranker_model":"Ann's \u00e9 model","reranker_top_n":3},"changed":["reranker_model"]}`},
+	{"knowledge.settings_changed", `{"knowledge_id":4,"settings":{"top_k":5,"min_score":"0","score_type":"cosine_similarity","reranker_enabled":false,"reranker_model":null,"reranker_top_n":3},"changed":["top_k"]}`},
 }
 
 // OpenInto takes every event of a rule, live or erased, and decodes it to
