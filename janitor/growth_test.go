@@ -236,7 +236,8 @@ func TestAPurgeSkipsRowsOthersHold(t *testing.T) {
 // A purge's statement is bounded in time: one that cannot run (its table
 // locked by a long VACUUM FULL, an ALTER TABLE, an index built without
 // CONCURRENTLY) fails the run after StatementTimeout, and the next run tries
-// again, rather than leaving the janitor waiting without bound.
+// again, rather than leaving the janitor waiting without bound. The tables
+// purged after it are purged in the same run.
 func TestAPurgeWaitsAtMostItsStatementTimeout(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.Fresh(t)
@@ -244,6 +245,9 @@ func TestAPurgeWaitsAtMostItsStatementTimeout(t *testing.T) {
 	execAll(t, db,
 		`INSERT INTO email_codes (token, email, code_hash, expires_at) VALUES ('old', 'a@example.com', 'h', '2026-11-24 11:00Z')`,
 		`INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, created_at) VALUES (1, 'old', 'r', 201, '{}', '', '2026-11-22 12:00Z')`,
+		// Purged after the locked table.
+		`INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at, started_at, finished_at)
+			VALUES (1, 1, 1, 'completed', '2026-01-01Z', '2026-01-01Z', '2026-01-01Z')`,
 	)
 	holder, err := db.Begin(ctx)
 	if err != nil {
@@ -270,6 +274,12 @@ func TestAPurgeWaitsAtMostItsStatementTimeout(t *testing.T) {
 	t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
 	if got := count(t, db, `SELECT count(*) FROM email_codes`); got != 0 {
 		t.Errorf("email_codes, purged before the locked table: %d rows left", got)
+	}
+	if got := count(t, db, `SELECT count(*) FROM knowledge_reindex_jobs`); got != 0 {
+		t.Errorf("knowledge_reindex_jobs, purged after the locked table: %d rows left (the run stopped at the locked table)", got)
+	}
+	if !strings.Contains(err.Error(), "idempotency_keys") {
+		t.Errorf("the run's error does not name the locked table: %v", err)
 	}
 	if err := holder.Rollback(ctx); err != nil {
 		t.Fatal(err)

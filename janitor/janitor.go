@@ -143,17 +143,24 @@ var purges = []purge{
 }
 
 // RunOnce purges every table once and returns how many rows went from each.
+// A purge that fails (a table locked past the statement timeout) does not
+// keep the others from theirs: the run goes on, and fails at its end with
+// each failure.
 func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 	now := j.now()
 	out := map[string]int64{}
 	timeout := positiveOr(j.StatementTimeout, DefaultStatementTimeout)
+	var failed []error
 	for _, p := range purges {
 		n, err := pgbatch.Delete(ctx, j.db, p.table, p.where, p.arg(j, now), BatchSize, timeout, func(n int64) {
 			j.deleted.WithLabelValues(p.table).Add(float64(n))
 		})
 		out[p.table] += n
 		if err != nil {
-			return out, fmt.Errorf("janitor: purge %s: %w", p.table, err)
+			failed = append(failed, fmt.Errorf("janitor: purge %s: %w", p.table, err))
+			if ctx.Err() != nil {
+				return out, errors.Join(failed...)
+			}
 		}
 	}
 	// The rate-limit buckets: what is idle is the limiter's to say; the
@@ -164,7 +171,10 @@ func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 		j.deleted.WithLabelValues(table).Add(float64(n))
 	}
 	if err != nil {
-		return out, err
+		failed = append(failed, err)
+		if ctx.Err() != nil {
+			return out, errors.Join(failed...)
+		}
 	}
 	// The texts of uploads whose event was never appended.
 	if j.DocumentRecorded != nil {
@@ -177,8 +187,11 @@ func (j *Janitor) RunOnce(ctx context.Context) (map[string]int64, error) {
 			j.deleted.WithLabelValues(table).Add(float64(n))
 		}
 		if err != nil {
-			return out, fmt.Errorf("janitor: %w", err)
+			failed = append(failed, fmt.Errorf("janitor: %w", err))
 		}
+	}
+	if len(failed) > 0 {
+		return out, errors.Join(failed...)
 	}
 	j.runs.Set(float64(j.now().Unix()))
 	return out, nil
