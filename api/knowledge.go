@@ -12,6 +12,7 @@ import (
 
 	"lectern/aggregates"
 	"lectern/api/validation"
+	"lectern/derrors"
 	"lectern/knowledge"
 	"lectern/projections"
 	"lectern/queries"
@@ -267,6 +268,9 @@ func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument, limi
 		c.Content = string(bytes.TrimPrefix(data, []byte("\uFEFF")))
 	case typePDF:
 		text, err := knowledge.PDFText(r.Context(), data, limits)
+		if errors.Is(err, knowledge.ErrBusy) {
+			return derrors.New(derrors.ErrUnavailable, "Too many documents are being read at once; retry in a moment")
+		}
 		if errors.Is(err, knowledge.ErrTooLarge) || r.Context().Err() != nil {
 			return err // a 413, or the client gone (499)
 		}

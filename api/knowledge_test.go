@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"net/textproto"
@@ -43,6 +44,16 @@ func (e *env) uploadDocument(t testing.TB, token, title, content string) respons
 // uploadFile sends a multipart/form-data upload of one file.
 func (e *env) uploadFile(t testing.TB, token, filename, contentType string, data []byte, title string) response {
 	t.Helper()
+	body, formType := uploadForm(t, filename, contentType, data, title)
+	res := e.send(t, "POST", documentsPath, body, token, "Content-Type", formType)
+	e.check(t, res)
+	return res
+}
+
+// uploadForm is the multipart/form-data body of an upload of one file, and
+// its Content-Type.
+func uploadForm(t testing.TB, filename, contentType string, data []byte, title string) ([]byte, string) {
+	t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	if title != "" {
@@ -65,9 +76,38 @@ func (e *env) uploadFile(t testing.TB, token, filename, contentType string, data
 	if err := mw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	res := e.send(t, "POST", documentsPath, buf.Bytes(), token, "Content-Type", mw.FormDataContentType())
-	e.check(t, res)
-	return res
+	return buf.Bytes(), mw.FormDataContentType()
+}
+
+// Many users uploading PDFs at once get past every per-user limit: the
+// extractions (a core each, up to their timeout) are admitted a few at a
+// time, and one that waits too long for its turn is a 503 to retry. Not
+// parallel: it takes every extraction slot of the test binary.
+func TestPDFReadingBusy(t *testing.T) {
+	e := sharedEnv(t)
+	u := e.signUp(t)
+	knowledge.BusyExtractionInTests(t, 20*time.Millisecond)
+	body, formType := uploadForm(t, "leaf.pdf", "application/pdf", knowledgetest.TinyPDF("Leaves"), "")
+	req, err := http.NewRequestWithContext(context.Background(), "POST", e.srv.URL+documentsPath, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+u.Access)
+	req.Header.Set("Content-Type", formType)
+	res, err := e.httpClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	got, _ := io.ReadAll(res.Body)
+	if want := `{"detail":"Too many documents are being read at once; retry in a moment"}`; res.StatusCode != http.StatusServiceUnavailable ||
+		strings.TrimSpace(string(got)) != want || res.Header.Get("Retry-After") != "1" {
+		t.Errorf("a PDF upload with every extraction slot taken: %d %s (Retry-After %q), want 503 %s", res.StatusCode, got,
+			res.Header.Get("Retry-After"), want)
+	}
+	if n := num(t, e.do(t, "GET", documentsPath, nil, u.Access), "total"); n != 0 {
+		t.Errorf("%d documents recorded", n)
+	}
 }
 
 const cellText = "Mitochondria are the powerhouse of the cell. They make ATP through cellular respiration."

@@ -308,3 +308,25 @@ func vmHWM(t *testing.T) int64 {
 	t.Fatal("no VmHWM in /proc/self/status")
 	return 0
 }
+
+// An extraction that finds every slot taken for longer than its wait is
+// refused with ErrBusy, having read nothing; one whose caller goes away
+// while it waits gets its context's error. Once the slots come free, the
+// same document is read.
+func TestPDFExtractionsThatFindNoSlotGiveUp(t *testing.T) {
+	pdf := knowledgetest.TinyPDF("Cells divide")
+	t.Run("busy", func(t *testing.T) {
+		knowledge.BusyExtractionInTests(t, 20*time.Millisecond)
+		if _, err := knowledge.PDFText(context.Background(), pdf, knowledge.ExtractLimits{}); !errors.Is(err, knowledge.ErrBusy) {
+			t.Errorf("with every slot taken: %v, want %v", err, knowledge.ErrBusy)
+		}
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		if _, err := knowledge.PDFText(gone, pdf, knowledge.ExtractLimits{}); !errors.Is(err, context.Canceled) {
+			t.Errorf("a caller gone while it waits: %v, want context.Canceled", err)
+		}
+	})
+	if text, err := knowledge.PDFText(context.Background(), pdf, knowledge.ExtractLimits{}); err != nil || !strings.Contains(text, "Cells divide") {
+		t.Errorf("with the slots free again: %q, %v", text, err)
+	}
+}
