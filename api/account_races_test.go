@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"lectern/poll"
 )
 
 // E-mails are one address whatever their case and surrounding spaces: the
@@ -148,11 +150,13 @@ func TestTokenOddities(t *testing.T) {
 // for a lock.
 func waitForLockWaiters(t *testing.T, e *env, prefix string, n int, or <-chan response) (response, bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var res response
+	answered := false
+	poll.Must(t, 10*time.Second, fmt.Sprintf("%d statements %q... waiting for a lock", n, prefix), func() bool {
 		select {
-		case res := <-or:
-			return res, true
+		case res = <-or:
+			answered = true
+			return true
 		default:
 		}
 		var waiting int
@@ -160,13 +164,9 @@ func waitForLockWaiters(t *testing.T, e *env, prefix string, n int, or <-chan re
 			WHERE wait_event_type = 'Lock' AND ltrim(query) LIKE $1 || '%'`, prefix).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting >= n {
-			return response{}, false
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("no statement %q waits for a lock", prefix)
-	return response{}, false
+		return waiting >= n
+	})
+	return res, answered
 }
 
 // A login with the old password that runs while a password change is under

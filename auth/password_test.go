@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/argon2"
+
+	"lectern/poll"
 )
 
 var ctx = context.Background()
@@ -172,7 +174,7 @@ func TestPasswordChecksRunAFewAtATime(t *testing.T) {
 		})
 	}
 	// Every slot is taken, and the other three wait for one.
-	if !eventually(func() bool { return inside.Load() == int32(slots) }) {
+	if !poll.Until(10*time.Second, func() bool { return inside.Load() == int32(slots) }) {
 		t.Fatalf("%d checks running, want %d", inside.Load(), slots)
 	}
 	close(release)
@@ -205,14 +207,4 @@ func TestPasswordChecksThatFindNoSlotGiveUp(t *testing.T) {
 	if _, err := VerifyPassword(gone, phc, "pw"); !errors.Is(err, context.Canceled) {
 		t.Errorf("VerifyPassword on an ended context = %v; want context.Canceled", err)
 	}
-}
-
-// eventually polls cond until it holds or ten seconds pass.
-func eventually(cond func() bool) bool {
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if cond() {
-			return true
-		}
-	}
-	return cond()
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 // An unknown subcommand of a group (keys, events, users, projections) is
@@ -284,13 +285,14 @@ func TestServeListensBeforeItSaysSo(t *testing.T) {
 		cmd.SetOut(io.Discard)
 		done <- cmd.ExecuteContext(ctx)
 	}()
-	ready := false
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && !ready; time.Sleep(50 * time.Millisecond) {
-		if res, err := http.Get("http://127.0.0.1:" + port + "/readyz"); err == nil {
-			ready = res.StatusCode == http.StatusOK
-			_ = res.Body.Close()
+	ready := poll.Until(30*time.Second, func() bool {
+		res, err := http.Get("http://127.0.0.1:" + port + "/readyz")
+		if err != nil {
+			return false
 		}
-	}
+		_ = res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	})
 	stop()
 	if !ready {
 		t.Error("serve never answered /readyz with 200")
