@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -289,7 +290,7 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 	w.Header().Set("Content-Disposition", `attachment; filename="lectern-export.json"`)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	out := &streamedObject{w: w}
+	out := &streamedObject{w: w, escapeHTML: true}
 	out.member("exported_at", exportedAt)
 	out.member("user", rows.user)
 	out.member("agents", rows.agents)
@@ -452,10 +453,16 @@ func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) 
 // that fail (the client went away) are not reported: the rest is written
 // to nothing, and the handler ends as it would have. The first failure to
 // read or marshal a value is kept, writes nothing more, and is end's.
+//
+// Values are written as encoding/json writes them, but that '<', '>' and
+// '&' are not escaped unless escapeHTML is set (the export keeps the
+// escapes it always had).
 type streamedObject struct {
-	w       io.Writer
-	members int
-	err     error
+	w          io.Writer
+	escapeHTML bool
+	members    int
+	err        error
+	buf        bytes.Buffer // the value being marshalled
 }
 
 // member writes the member name with the value v.
@@ -493,9 +500,13 @@ func (o *streamedObject) marshal(v any) []byte {
 	if o.err != nil {
 		return nil
 	}
-	b, err := json.Marshal(v)
-	o.err = err
-	return b
+	o.buf.Reset()
+	enc := json.NewEncoder(&o.buf)
+	enc.SetEscapeHTML(o.escapeHTML)
+	if o.err = enc.Encode(v); o.err != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(o.buf.Bytes(), []byte{'\n'})
 }
 
 // key writes what comes before the member name's value.

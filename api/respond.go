@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -251,30 +250,28 @@ func fieldMessage(f *derrors.FieldError) string {
 }
 
 // writeList renders one page of a read model as {items, total, page, size},
-// each item encoded as it goes out: a page of long
-// texts (200 items of up to 200 000 characters) is never held whole as
-// JSON beside its rows. A review's page of 200 few-shot examples of '<'
+// each item encoded as it goes out (streamedObject): a page of long texts
+// (200 items of up to 200 000 characters) is never held whole as JSON
+// beside its rows. A review's page of 200 few-shot examples of '<'
 // answered 156 MB and grew the heap by 462 MB when it was marshalled
 // whole. '<', '>' and '&' are written as they are (the answers are
 // application/json, with nosniff): escaped, each is six bytes.
 func writeList[R, J any](w http.ResponseWriter, list queries.List[R], conv func(R) J) {
-	out := spillWriter{w: w, limit: listBuffered}
-	var item bytes.Buffer
-	enc := json.NewEncoder(&item)
-	enc.SetEscapeHTML(false)
-	out.write([]byte(`{"items":[`))
-	for i, x := range list.Items {
-		item.Reset()
-		if err := enc.Encode(conv(x)); err != nil {
-			out.fail()
-			return
+	out := &spillWriter{w: w, limit: listBuffered}
+	o := &streamedObject{w: out}
+	o.array("items", func(add func(any)) error {
+		for _, x := range list.Items {
+			add(conv(x))
 		}
-		if i > 0 {
-			out.write([]byte{','})
-		}
-		out.write(bytes.TrimSuffix(item.Bytes(), []byte{'\n'}))
+		return nil
+	})
+	o.member("total", list.Total)
+	o.member("page", list.Page.Page)
+	o.member("size", list.Page.Size)
+	if o.end() != nil {
+		out.fail()
+		return
 	}
-	out.write(fmt.Appendf(nil, `],"total":%d,"page":%d,"size":%d}`, list.Total, list.Page.Page, list.Page.Size))
 	out.finish()
 }
 
@@ -291,10 +288,12 @@ type spillWriter struct {
 	started bool
 }
 
-func (s *spillWriter) write(p []byte) {
+// Write never fails: a client gone away is not reported (as writeBody
+// does not), the rest is written to nothing.
+func (s *spillWriter) Write(p []byte) (int, error) {
 	if s.started {
 		_, _ = s.w.Write(p)
-		return
+		return len(p), nil
 	}
 	s.buf = append(s.buf, p...)
 	if len(s.buf) > s.limit {
@@ -303,6 +302,7 @@ func (s *spillWriter) write(p []byte) {
 		_, _ = s.w.Write(s.buf)
 		s.buf, s.started = nil, true
 	}
+	return len(p), nil
 }
 
 // finish sends what is held, with its length.
