@@ -10,11 +10,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/argon2"
+
+	"lectern/admit"
 )
 
 // Argon2id parameters for new hashes (OWASP's minimum recommendation for
@@ -67,61 +68,22 @@ func UseCheapHashesInTests() {
 // for as long as it runs, tens of milliseconds of one core. The limits per
 // e-mail and per client address bound how often one client gets a check,
 // not how many run at once across clients (an IPv6 /48 holds 65 536 /64
-// buckets): argonSlots does. A check or hash waits for a slot up to
-// MaxArgonWait (or its context's end) and then fails with ErrBusy, a 503:
-// more at once would not finish sooner on these cores, and would only add
-// memory.
-// Its size is one a core (a computation is single-threaded), and at least
-// two.
-var argonSlots = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+// buckets): argonSlots does, one a core (a computation is single-threaded)
+// and at least two. A check or hash waits for a slot up to MaxArgonWait (or
+// its context's end) and then fails with ErrBusy, a 503: more at once would
+// not finish sooner on these cores, and would only add memory.
+var argonSlots = admit.New(max(2, runtime.GOMAXPROCS(0)), MaxArgonWait, ErrBusy)
 
 // MaxArgonWait bounds the wait for a slot.
 const MaxArgonWait = 5 * time.Second
 
-// argonWait is MaxArgonWait, or a test's (BusyArgonInTests).
-var argonWait atomic.Int64
-
-func init() { argonWait.Store(int64(MaxArgonWait)) }
-
 // ErrBusy is returned when no argon2id slot came free within MaxArgonWait.
 var ErrBusy = errors.New("auth: too many password checks at once")
 
-// argon runs f in a slot.
-func argon(ctx context.Context, f func()) error {
-	t := time.NewTimer(time.Duration(argonWait.Load()))
-	defer t.Stop()
-	select {
-	case argonSlots <- struct{}{}:
-	case <-t.C:
-		return ErrBusy
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	defer func() { <-argonSlots }()
-	f()
-	return nil
-}
-
 // BusyArgonInTests takes every argon2id slot until t ends and shortens the
 // wait for one to wait: password checks then fail with ErrBusy after it, as
-// under a flood of logins. It is for tests of what a client sees then; no
-// other test of the binary may check a password meanwhile. Outside a test
-// binary it panics.
-func BusyArgonInTests(t testing.TB, wait time.Duration) {
-	if !testing.Testing() {
-		panic("auth: BusyArgonInTests outside a test binary")
-	}
-	for range cap(argonSlots) {
-		argonSlots <- struct{}{}
-	}
-	argonWait.Store(int64(wait))
-	t.Cleanup(func() {
-		argonWait.Store(int64(MaxArgonWait))
-		for range cap(argonSlots) {
-			<-argonSlots
-		}
-	})
-}
+// under a flood of logins (admit.Slots.HoldAllInTests).
+func BusyArgonInTests(t testing.TB, wait time.Duration) { argonSlots.HoldAllInTests(t, wait) }
 
 // HashPassword hashes password with argon2id and a fresh random salt and
 // returns it as a PHC string:
@@ -137,7 +99,7 @@ func HashPassword(ctx context.Context, password string) (string, error) {
 		return "", fmt.Errorf("auth: reading salt: %w", err)
 	}
 	var key []byte
-	if err := argon(ctx, func() {
+	if err := argonSlots.Do(ctx, func() {
 		key = argon2.IDKey([]byte(password), salt, hashTime, hashMemoryKiB, argonThreads, argonKeyLen)
 	}); err != nil {
 		return "", err
@@ -158,7 +120,7 @@ func VerifyPassword(ctx context.Context, phc, password string) (bool, error) {
 		return false, err
 	}
 	var key []byte
-	if err := argon(ctx, func() {
+	if err := argonSlots.Do(ctx, func() {
 		key = argon2.IDKey([]byte(password), p.salt, p.time, p.memory, p.threads, uint32(len(p.key)))
 	}); err != nil {
 		return false, err
@@ -179,7 +141,7 @@ var dummyKey = make([]byte, argonKeyLen)
 // addresses have accounts. It waits for a slot as a real check does, and
 // fails as one would (ErrBusy, or ctx's error).
 func DummyVerify(ctx context.Context, password string) error {
-	return argon(ctx, func() {
+	return argonSlots.Do(ctx, func() {
 		key := argon2.IDKey([]byte(password), dummySalt, hashTime, hashMemoryKiB, argonThreads, argonKeyLen)
 		subtle.ConstantTimeCompare(key, dummyKey)
 	})

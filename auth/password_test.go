@@ -7,14 +7,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/argon2"
-
-	"lectern/poll"
 )
 
 var ctx = context.Background()
@@ -149,38 +145,6 @@ func TestDummyVerifyTakesComparableTime(t *testing.T) {
 	dummy := fastest(func() { _ = DummyVerify(ctx, "guess") })
 	if dummy < real/4 {
 		t.Errorf("DummyVerify took %v, a real verification %v", dummy, real)
-	}
-}
-
-// However many password checks are asked for at once, at most one a core
-// (and at least two) compute at a time: each holds 19 MiB while it runs.
-func TestPasswordChecksRunAFewAtATime(t *testing.T) {
-	slots := cap(argonSlots)
-	var inside, most atomic.Int32
-	release := make(chan struct{})
-	var wg sync.WaitGroup
-	for range slots + 3 {
-		wg.Go(func() {
-			err := argon(ctx, func() {
-				n := inside.Add(1)
-				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-				}
-				<-release
-				inside.Add(-1)
-			})
-			if err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	// Every slot is taken, and the other three wait for one.
-	if !poll.Until(10*time.Second, func() bool { return inside.Load() == int32(slots) }) {
-		t.Fatalf("%d checks running, want %d", inside.Load(), slots)
-	}
-	close(release)
-	wg.Wait()
-	if most.Load() != int32(slots) {
-		t.Errorf("at most %d checks ran at once, want %d", most.Load(), slots)
 	}
 }
 

@@ -8,11 +8,12 @@ import (
 	"io"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ledongthuc/pdf"
+
+	"lectern/admit"
 )
 
 // DefaultMaxTextBytes is the default cap on a document's extracted text:
@@ -97,54 +98,22 @@ func ChunkCount(n, size, overlap int) int {
 
 // Extracting a PDF takes a core for up to its timeout. The limits per user
 // bound how often one user has a document read, not how many are read at
-// once across users: extractSlots does, so that extraction leaves cores to
-// the rest of the service. An extraction waits for a slot up to
-// MaxExtractWait (or its context's end) and then fails with ErrBusy.
-var extractSlots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+// once across users: extractSlots does, half the cores and at least one, so
+// that extraction leaves cores to the rest of the service. An extraction
+// waits for a slot up to MaxExtractWait (or its context's end) and then
+// fails with ErrBusy.
+var extractSlots = admit.New(runtime.GOMAXPROCS(0)/2, MaxExtractWait, ErrBusy)
 
 // MaxExtractWait bounds an extraction's wait for a slot.
 const MaxExtractWait = 10 * time.Second
 
-// extractWait is MaxExtractWait, or a test's (BusyExtractionInTests).
-var extractWait atomic.Int64
-
-func init() { extractWait.Store(int64(MaxExtractWait)) }
-
 // ErrBusy is returned when no extraction slot came free in time.
 var ErrBusy = errors.New("knowledge: too many documents being read at once")
 
-func takeExtractSlot(ctx context.Context) error {
-	t := time.NewTimer(time.Duration(extractWait.Load()))
-	defer t.Stop()
-	select {
-	case extractSlots <- struct{}{}:
-		return nil
-	case <-t.C:
-		return ErrBusy
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // BusyExtractionInTests takes every extraction slot until t ends and
 // shortens the wait for one to wait: PDFText then fails with ErrBusy after
-// it. No other test of the binary may extract a PDF meanwhile. Outside a
-// test binary it panics.
-func BusyExtractionInTests(t testing.TB, wait time.Duration) {
-	if !testing.Testing() {
-		panic("knowledge: BusyExtractionInTests outside a test binary")
-	}
-	for range cap(extractSlots) {
-		extractSlots <- struct{}{}
-	}
-	extractWait.Store(int64(wait))
-	t.Cleanup(func() {
-		extractWait.Store(int64(MaxExtractWait))
-		for range cap(extractSlots) {
-			<-extractSlots
-		}
-	})
-}
+// it (admit.Slots.HoldAllInTests).
+func BusyExtractionInTests(t testing.TB, wait time.Duration) { extractSlots.HoldAllInTests(t, wait) }
 
 // PDFText extracts the plain text of a PDF document within limits: what
 // its text is read from is first inflated into nothing and measured, then
@@ -161,7 +130,7 @@ func PDFText(ctx context.Context, data []byte, limits ExtractLimits) (string, er
 func pdfTextAsync(ctx context.Context, data []byte, limits ExtractLimits) (string, <-chan struct{}, error) {
 	limits = limits.WithDefaults()
 	parent := ctx
-	if err := takeExtractSlot(ctx); err != nil {
+	if err := extractSlots.Take(ctx); err != nil {
 		done := make(chan struct{})
 		close(done)
 		return "", done, err
@@ -179,7 +148,7 @@ func pdfTextAsync(ctx context.Context, data []byte, limits ExtractLimits) (strin
 	// work that reads nothing.
 	go func() {
 		defer close(done)
-		defer func() { <-extractSlots }() // once the work has stopped, not when PDFText returns
+		defer extractSlots.Release() // once the work has stopped, not when PDFText returns
 		text, err := pdfText(ctx, data, limits)
 		results <- result{text, err}
 	}()
