@@ -374,12 +374,8 @@ func (c *Classroom) limitJoin(ctx context.Context, userID int64, addr string) (r
 		{"join-addr:" + addr, lim.JoinAddress},
 		{JoinUserBucket(userID), lim.JoinUser},
 	} {
-		d, err := c.limiter.Allow(ctx, b.bucket, b.rate)
-		if err != nil {
+		if err := allow(ctx, c.limiter, b.bucket, b.rate, tooManyRequests); err != nil {
 			return ratelimit.Hit{}, err
-		}
-		if !d.OK {
-			return ratelimit.Hit{}, &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: tooManyRequests}
 		}
 	}
 	hit, d, err := c.limiter.Take(ctx, JoinFailBucket(userID), lim.JoinFailures)

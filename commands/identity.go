@@ -89,14 +89,7 @@ type Tokens struct {
 }
 
 func (i *Identity) limitAddress(ctx context.Context, action, addr string) error {
-	d, err := i.limiter.Allow(ctx, action+"-addr:"+addr, i.limits.Address)
-	if err != nil {
-		return err
-	}
-	if !d.OK {
-		return &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: tooManyRequests}
-	}
-	return nil
+	return allow(ctx, i.limiter, action+"-addr:"+addr, i.limits.Address, tooManyRequests)
 }
 
 // attempt is a failure counted before the secret is checked, given back if

@@ -51,14 +51,7 @@ func NewKnowledge(d Deps) (*Knowledge, error) {
 // (Limits.Uploads), before the upload is read and its text extracted: a
 // 429 with Retry-After when it is empty.
 func (k *Knowledge) LimitUpload(ctx context.Context, userID int64) error {
-	d, err := k.limiter.Allow(ctx, UploadBucket(userID), k.uploads)
-	if err != nil {
-		return err
-	}
-	if !d.OK {
-		return &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: "Too many documents uploaded; try again later"}
-	}
-	return nil
+	return allow(ctx, k.limiter, UploadBucket(userID), k.uploads, "Too many documents uploaded; try again later")
 }
 
 // UploadBucket is the token bucket of a user's uploads (erasure deletes

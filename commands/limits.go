@@ -1,8 +1,10 @@
 package commands
 
 import (
+	"context"
 	"time"
 
+	"lectern/derrors"
 	"lectern/ratelimit"
 )
 
@@ -99,3 +101,16 @@ const (
 	tooManyRequests = "Too many requests; try again later"
 	tooManyFailures = "Too many failed attempts; try again later"
 )
+
+// allow takes a token from bucket at rate r: a 429 with Retry-After and
+// detail when the bucket is empty.
+func allow(ctx context.Context, l *ratelimit.Limiter, bucket string, r ratelimit.Rate, detail string) error {
+	d, err := l.Allow(ctx, bucket, r)
+	if err != nil {
+		return err
+	}
+	if !d.OK {
+		return &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: detail}
+	}
+	return nil
+}

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"lectern/aggregates"
-	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
 	"lectern/llm"
@@ -294,14 +293,7 @@ func (s *Sessions) Continue(ctx context.Context, c ContinueSession) (aggregates.
 // input, a session not found) or found recorded already (a retry) costs
 // none.
 func (s *Sessions) limitTurn(ctx context.Context, userID int64) error {
-	d, err := s.limiter.Allow(ctx, TurnBucket(userID), s.turns)
-	if err != nil {
-		return err
-	}
-	if !d.OK {
-		return &derrors.RateLimitedError{RetryAfter: d.RetryAfter, Detail: "Too many practice turns; try again later"}
-	}
-	return nil
+	return allow(ctx, s.limiter, TurnBucket(userID), s.turns, "Too many practice turns; try again later")
 }
 
 // TurnBucket is the token bucket of a user's practice turns (erasure
