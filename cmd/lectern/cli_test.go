@@ -352,3 +352,23 @@ func TestAnotherMasterKeyIsRefused(t *testing.T) {
 		t.Errorf("%d users signed up (%v) after the refused commands, want Ann alone", users, err)
 	}
 }
+
+// A numeric setting is a positive number or refused by name; unset, it
+// leaves the default alone.
+func TestPositiveEnv(t *testing.T) {
+	for _, c := range []struct {
+		value   string
+		n       int
+		set     bool
+		refused bool
+	}{{"", 0, false, false}, {"12", 12, true, false}, {"0", 0, true, true}, {"-3", -3, true, true}, {"x", 0, true, true}} {
+		t.Setenv("LECTERN_TEST_NUMBER", c.value)
+		n, set, err := positiveEnv("LECTERN_TEST_NUMBER", "a positive number")
+		if n != c.n || set != c.set || (err != nil) != c.refused {
+			t.Errorf("%q: %d, %v, %v", c.value, n, set, err)
+		}
+		if c.refused && (err == nil || !strings.Contains(err.Error(), `LECTERN_TEST_NUMBER "`+c.value+`": want a positive number`)) {
+			t.Errorf("%q refused as %v", c.value, err)
+		}
+	}
+}

@@ -190,6 +190,20 @@ type env struct {
 	UploadsPerMinute int
 }
 
+// positiveEnv reads the variable name as a positive number: ok when it is
+// set, with an error saying it wants want when it is not such a number.
+func positiveEnv(name, want string) (n int, ok bool, err error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err = strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return n, true, fmt.Errorf("%s %q: want %s", name, v, want)
+	}
+	return n, true, nil
+}
+
 // readEnv reads the environment, with `make run`'s private cluster and
 // signing key as defaults; needKey: a signing key is required (serve), else
 // a command that issues no token runs without one.
@@ -229,12 +243,8 @@ func readEnv(needKey bool) (env, error) {
 		}
 		e.BrokerRetention = d
 	}
-	if v := os.Getenv("LECTERN_MAX_EXTRACTED_BYTES"); v != "" {
-		n, perr := strconv.Atoi(v)
-		if perr != nil || n <= 0 {
-			err = errors.Join(err, fmt.Errorf("LECTERN_MAX_EXTRACTED_BYTES %q: want a positive number of bytes", v))
-		}
-		e.Extract.MaxTextBytes = n
+	if n, ok, perr := positiveEnv("LECTERN_MAX_EXTRACTED_BYTES", "a positive number of bytes"); ok {
+		e.Extract.MaxTextBytes, err = n, errors.Join(err, perr)
 	}
 	for _, name := range strings.Split(os.Getenv("LECTERN_SKIP_POISON"), ",") {
 		if name = strings.TrimSpace(name); name != "" {
@@ -250,26 +260,14 @@ func readEnv(needKey bool) (env, error) {
 	header, herr := api.ParseForwardedHeader(os.Getenv("LECTERN_FORWARDED_HEADER"))
 	err = errors.Join(err, herr)
 	e.ForwardedHeader = header
-	if v := os.Getenv("LECTERN_MAX_CHUNKS"); v != "" {
-		n, perr := strconv.Atoi(v)
-		if perr != nil || n <= 0 {
-			err = errors.Join(err, fmt.Errorf("LECTERN_MAX_CHUNKS %q: want a positive number", v))
-		}
-		e.Extract.MaxChunks = n
+	if n, ok, perr := positiveEnv("LECTERN_MAX_CHUNKS", "a positive number"); ok {
+		e.Extract.MaxChunks, err = n, errors.Join(err, perr)
 	}
-	if v := os.Getenv("LECTERN_TURNS_PER_MINUTE"); v != "" {
-		n, perr := strconv.Atoi(v)
-		if perr != nil || n <= 0 {
-			err = errors.Join(err, fmt.Errorf("LECTERN_TURNS_PER_MINUTE %q: want a positive number", v))
-		}
-		e.TurnsPerMinute = n
+	if n, ok, perr := positiveEnv("LECTERN_TURNS_PER_MINUTE", "a positive number"); ok {
+		e.TurnsPerMinute, err = n, errors.Join(err, perr)
 	}
-	if v := os.Getenv("LECTERN_UPLOADS_PER_MINUTE"); v != "" {
-		n, perr := strconv.Atoi(v)
-		if perr != nil || n <= 0 {
-			err = errors.Join(err, fmt.Errorf("LECTERN_UPLOADS_PER_MINUTE %q: want a positive number", v))
-		}
-		e.UploadsPerMinute = n
+	if n, ok, perr := positiveEnv("LECTERN_UPLOADS_PER_MINUTE", "a positive number"); ok {
+		e.UploadsPerMinute, err = n, errors.Join(err, perr)
 	}
 	if e.JWTKey == "" && e.JWTKeyFile == "" {
 		e.JWTKeyFile = defaultKeyFile()
