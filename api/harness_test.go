@@ -44,6 +44,7 @@ import (
 	"lectern/mail"
 	"lectern/personal"
 	"lectern/pgtest"
+	"lectern/ratelimit"
 	"lectern/service"
 )
 
@@ -190,6 +191,8 @@ type envConfig struct {
 	embedder knowledge.Embedder
 	// writeWait bounds a write (0: the default).
 	writeWait time.Duration
+	// writeBudget is each user's write budget (zero: the default).
+	writeBudget ratelimit.Rate
 }
 
 // dataKey is the master key of personal data of every service of the
@@ -245,6 +248,7 @@ func startEnv(t testing.TB, cfg envConfig) *env {
 		Extract:         cfg.extract,
 		Embedder:        cfg.embedder,
 		WriteWait:       cfg.writeWait,
+		WriteBudget:     cfg.writeBudget,
 		EventStoreURL:   eventStoreURL(t),
 		ConsistencyWait: pgtest.ConsistencyWait,
 	})

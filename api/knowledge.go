@@ -67,7 +67,7 @@ func (s *Server) knowledgeOperations() []operation {
 			tag: "knowledge", auth: true, summary: "Tune a document's search settings (merge; null resets a field to its default)",
 			pathParams: knowledgePath, body: &updateKnowledgeSettingsBody, status: 200, response: "KnowledgeSearchSettings",
 			errors: []int{401, 404, 409}, handle: s.updateKnowledgeSettings},
-		{method: http.MethodPost, path: "/user/document/{knowledge_id}/search", id: "search_document", tag: "knowledge", auth: true,
+		{method: http.MethodPost, path: "/user/document/{knowledge_id}/search", id: "search_document", tag: "knowledge", auth: true, unmetered: true,
 			summary: "Search a document with its search settings", pathParams: knowledgePath, body: &searchBody, status: 200,
 			response: "KnowledgeSearchResult", errors: []int{401, 404, 502}, handle: s.searchDocument},
 		{method: http.MethodPost, path: "/user/document/{knowledge_id}/reindex", id: "reindex_document", tag: "knowledge", auth: true,

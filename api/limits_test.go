@@ -4,9 +4,11 @@ package api_test
 // sees them. Every service here runs on a frozen clock the test moves.
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -338,4 +340,72 @@ func TestUploadLimit(t *testing.T) {
 	if got := num(t, list, "total"); got != 2 {
 		t.Errorf("%d documents recorded, want the two uploads let through", got)
 	}
+}
+
+const writeBudgetSpent = "Too much written for now: your daily write budget is spent; try again later"
+
+// The write budget (quota): a user whose writes have sent the day's budget
+// gets a 429 on every write that draws on it, with when it will have room
+// again, and nothing of the refused writes is recorded. What must work
+// once it is spent does: reads, a password change, the erasure. Another
+// user's budget is their own. The budget refills as the day goes on.
+func TestWriteBudget(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	budget := ratelimit.Rate{N: 64 << 10, Per: 24 * time.Hour} // leases of 4 KiB
+	e := newEnv(t, envConfig{now: clk.Now, writeBudget: budget})
+	u, other := e.signUp(t), e.signUp(t)
+	prompt := strings.Repeat("Explain it step by step. ", 400) // 10 000 bytes
+	agent := map[string]any{"name": "Tutor", "system_prompt": prompt}
+
+	body, err := json.Marshal(agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var accepted, sent int
+	var refused, mine response
+	for range 20 {
+		res := e.do(t, "POST", "/agents", string(body), u.Access)
+		if res.Status != http.StatusCreated {
+			refused = res
+			break
+		}
+		mine = res
+		accepted++
+		sent += len(body)
+	}
+	wantDetail(t, refused, http.StatusTooManyRequests, writeBudgetSpent)
+	// The budget and one write past it at most; the budget less the
+	// replica's lease at least.
+	if sent > budget.N+sent/accepted || sent < budget.N-4<<10 {
+		t.Errorf("%d agents (%d bytes) accepted on a budget of %d bytes", accepted, sent, budget.N)
+	}
+	retry, err := strconv.Atoi(refused.Header.Get("Retry-After"))
+	if err != nil || retry <= 0 || retry > 24*60*60 {
+		t.Fatalf("Retry-After %q, want the seconds until the budget has room, within a day", refused.Header.Get("Retry-After"))
+	}
+
+	// Every write that draws on the budget is refused; nothing is recorded.
+	e.createAgent(t, other.Access, agent) // another user's budget is theirs
+	wantDetail(t, e.do(t, "PATCH", agentPath(mine, t), map[string]any{"name": "x"}, u.Access), http.StatusTooManyRequests, writeBudgetSpent)
+	wantDetail(t, e.do(t, "POST", fewShotsPath, map[string]any{"input_text": "i", "output_text": "o"}, u.Access),
+		http.StatusTooManyRequests, writeBudgetSpent)
+	wantDetail(t, e.do(t, "POST", documentsPath, map[string]any{"title": "Notes", "content": "Cells divide."}, u.Access),
+		http.StatusTooManyRequests, writeBudgetSpent)
+	list := e.do(t, "GET", "/agents", nil, u.Access)
+	wantStatus(t, list, http.StatusOK)
+	if got := num(t, list, "total"); got != int64(accepted) {
+		t.Errorf("%d agents listed, want the %d accepted", got, accepted)
+	}
+	wantStatus(t, e.do(t, "GET", fewShotsPath, nil, u.Access), http.StatusOK)
+	wantStatus(t, changePassword(t, e, u.Access, u.Password, "a brand new passphrase"), http.StatusNoContent)
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "not the password"}, u.Access), http.StatusForbidden)
+
+	// The budget refills: at Retry-After a write fits again.
+	clk.Advance(time.Duration(retry) * time.Second)
+	res := login(t, e, u.Email, "a brand new passphrase") // the access token expired meanwhile
+	wantStatus(t, res, http.StatusOK)
+	access := str(t, res, "access_token")
+	wantStatus(t, e.do(t, "POST", fewShotsPath, map[string]any{"input_text": "i", "output_text": "o"}, access), http.StatusCreated)
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "a brand new passphrase"}, access), http.StatusNoContent)
 }

@@ -18,6 +18,7 @@ import (
 	"lectern/eventstore"
 	"lectern/projections"
 	"lectern/queries"
+	"lectern/quota"
 )
 
 // Personal data: erasure (GDPR art. 17) and export (art. 20). docs/privacy.md.
@@ -35,13 +36,13 @@ func (s *Server) privacyOperations() []operation {
 		{method: http.MethodGet, path: "/user/me/export", id: "export_my_data", tag: "privacy", auth: true,
 			summary: "Everything Lectern holds of the caller, as JSON", status: 200, response: "PersonalExport",
 			errors: []int{401}, handle: s.exportMe},
-		{method: http.MethodDelete, path: "/user/me", id: "erase_me", tag: "privacy", auth: true,
+		{method: http.MethodDelete, path: "/user/me", id: "erase_me", tag: "privacy", auth: true, unmetered: true,
 			summary: "Erase my account and personal data (the password confirms it)", body: &eraseMeBody, status: 204,
 			errors: []int{401, 403, 429}, handle: s.eraseMe},
-		{method: http.MethodPost, path: "/admin/users/{user_id}/erase", id: "erase_user", tag: "privacy", auth: true,
+		{method: http.MethodPost, path: "/admin/users/{user_id}/erase", id: "erase_user", tag: "privacy", auth: true, unmetered: true,
 			summary: "Erase a user's account and personal data (admin)", pathParams: userPath, status: 204,
 			errors: []int{401, 403, 404}, handle: s.eraseUser},
-		{method: http.MethodPost, path: "/admin/partners/{partner_id}/erase", id: "erase_partner", tag: "privacy", auth: true,
+		{method: http.MethodPost, path: "/admin/partners/{partner_id}/erase", id: "erase_partner", tag: "privacy", auth: true, unmetered: true,
 			summary: "Erase the personal data of a partner without a user account (admin)", pathParams: partnerPath, status: 204,
 			errors: []int{401, 403, 404, 409}, handle: s.erasePartner},
 	}
@@ -438,7 +439,7 @@ func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) 
 		}
 		rows.rates = append(rows.rates, rateRecordJSON{Kind: r.Kind, ClientAddress: addr, Times: times})
 	}
-	buckets, err := q.RateBucketsOf(ctx, commands.JoinUserBucket(id), commands.TurnBucket(id), commands.UploadBucket(id))
+	buckets, err := q.RateBucketsOf(ctx, commands.JoinUserBucket(id), commands.TurnBucket(id), commands.UploadBucket(id), quota.Bucket(id))
 	if err != nil {
 		return nil, err
 	}

@@ -464,28 +464,29 @@ func TestExportHoldsSentMessagesAndAttempts(t *testing.T) {
 			t.Errorf("the export's %s bucket is full at %s, before the user spent it (%s)", b.Kind, b.FullAt, before)
 		}
 	}
-	if diff := cmp.Diff([]string{"join-user", "turns", "uploads"}, spent); diff != "" {
+	if diff := cmp.Diff([]string{"join-user", "turns", "uploads", "writes"}, spent); diff != "" {
 		t.Errorf("the export's rate_limit_buckets (-want +got):\n%s", diff)
 	}
 
-	// The buckets keyed by the user's id: failed joins, joins, turns, uploads.
+	// The buckets keyed by the user's id: failed joins, joins, turns,
+	// uploads, the write budget.
 	buckets := func() int {
 		t.Helper()
 		var n int
 		if err := e.pool.QueryRow(context.Background(), `SELECT
 			(SELECT count(*) FROM rate_windows WHERE bucket = 'join-fail:' || $1) +
-			(SELECT count(*) FROM rate_buckets WHERE bucket IN ('join-user:' || $1, 'turns:' || $1, 'uploads:' || $1))`,
+			(SELECT count(*) FROM rate_buckets WHERE bucket IN ('join-user:' || $1, 'turns:' || $1, 'uploads:' || $1, 'writes:' || $1))`,
 			fmt.Sprint(u.ID)).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
 	}
-	if n := buckets(); n != 4 {
-		t.Fatalf("%d of the user's own rate-limit buckets before the erasure, want 4: the check below proves nothing", n)
+	if n := buckets(); n != 5 {
+		t.Fatalf("%d of the user's own rate-limit buckets before the erasure, want 5: the check below proves nothing", n)
 	}
 	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
 	if n := buckets(); n != 0 {
-		t.Errorf("the erasure left %d of the user's rate-limit buckets (failed joins, joins, turns, uploads)", n)
+		t.Errorf("the erasure left %d of the user's rate-limit buckets (failed joins, joins, turns, uploads, writes)", n)
 	}
 }
 

@@ -43,7 +43,7 @@ func (s *Server) identityAndAgentOperations() []operation {
 			handle: s.logout},
 		{method: http.MethodGet, path: "/user/me", id: "who_am_i", tag: "identity", auth: true,
 			summary: "The caller's account", status: 200, response: "Me", errors: authErrors, handle: s.me},
-		{method: http.MethodPost, path: "/user/me/password", id: "change_password", tag: "identity", auth: true,
+		{method: http.MethodPost, path: "/user/me/password", id: "change_password", tag: "identity", auth: true, unmetered: true,
 			summary: "Change my password (the current one confirms it); my other sessions end", body: &changePasswordBody,
 			status: 204, errors: []int{401, 403, 409, 429}, handle: s.changePassword},
 

@@ -28,6 +28,7 @@ import (
 	"lectern/metrics"
 	"lectern/projections"
 	"lectern/queries"
+	"lectern/quota"
 )
 
 // Deps are the application the HTTP edge serves.
@@ -81,6 +82,9 @@ type Deps struct {
 	// Tracing, if set, traces each request with a server span named by its
 	// route (nil: tracing off, and no span is started).
 	Tracing trace.TracerProvider
+	// Writes, if set, is each user's budget of bytes their writes send
+	// (nil: none).
+	Writes *quota.Budget
 }
 
 // Validate reports every missing dependency.
@@ -117,6 +121,9 @@ func New(deps Deps) (*Server, error) {
 	s := &Server{deps: deps, sessions: &sessionChecks{db: deps.DB, lease: deps.SessionLease}}
 	s.ops = s.operations()
 	declareKeyAnswers(s.ops)
+	if deps.Writes != nil {
+		declareBudgetAnswers(s.ops)
+	}
 	if err := resolveLocations(s.ops, allComponents()); err != nil {
 		return nil, err
 	}
@@ -211,7 +218,11 @@ type operation struct {
 	// positioned: a public write that answers with its events' position
 	// (X-Event-Position), as every authenticated write does.
 	positioned bool
-	handle     func(w http.ResponseWriter, r *http.Request, in input) error
+	// unmetered: an authenticated write that does not draw on the caller's
+	// write budget: it stores nothing the caller typed (a search), or it
+	// must work once the budget is spent (erasure, a password change).
+	unmetered bool
+	handle    func(w http.ResponseWriter, r *http.Request, in input) error
 
 	// location, on a 201, names the GET that reads what it created
 	// (locatedBy); locationPath is that GET's path, set by New.
@@ -235,6 +246,15 @@ func (s *Server) serve(op operation) http.Handler {
 		if err := checkMinPosition(r, op); err != nil {
 			writeError(w, r, s.deps.Logger, err)
 			return
+		}
+		var sent *countedBody
+		if s.metered(op) {
+			if err := s.admitWrite(r.Context(), in.user.UserID); err != nil {
+				writeError(w, r, s.deps.Logger, err)
+				return
+			}
+			sent = &countedBody{ReadCloser: r.Body}
+			r.Body = sent
 		}
 		var errs validation.Errors
 		if len(op.pathParams) > 0 {
@@ -309,14 +329,18 @@ func (s *Server) serve(op operation) http.Handler {
 			}
 			return op.handle(w, r.WithContext(ctx), in)
 		}
+		var err error
 		if op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
-			if err := s.idempotently(w, r, in.user.UserID, body, handle); err != nil {
-				writeError(w, r, s.deps.Logger, err)
-			}
+			err = s.idempotently(w, r, in.user.UserID, body, handle)
+		} else {
+			err = handle(ctx, w)
+		}
+		if err != nil {
+			writeError(w, r, s.deps.Logger, err)
 			return
 		}
-		if err := handle(ctx, w); err != nil {
-			writeError(w, r, s.deps.Logger, err)
+		if sent != nil {
+			s.spendWrite(ctx, in.user.UserID, sent.n)
 		}
 	})
 }

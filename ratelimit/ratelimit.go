@@ -23,6 +23,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"net/netip"
 	"time"
 
@@ -138,6 +140,60 @@ func (l *Limiter) Allow(ctx context.Context, bucket string, r Rate) (Decision, e
 	}
 	// The next hit is allowed once tat + T - now' <= N*T.
 	return Decision{RetryAfter: tat.Add(t - t*time.Duration(r.N)).Sub(now)}, nil
+}
+
+// Charge draws from bucket, a token bucket of r (N units, refilled at N
+// per Per), units a write already used: they are always counted, even
+// beyond the bucket (a debt, which later hits wait out). Then it takes want
+// units more ahead, if the bucket still holds them. A meter that sells
+// leases uses it: owed is what it used beyond its last lease, want the next
+// lease. OK reports that the lease was taken; when it was not, RetryAfter is
+// when it would be.
+//
+// Units count at Per/N each, rounded up to a microsecond as a whole, so that
+// a unit costs no more than its share however small it is.
+func (l *Limiter) Charge(ctx context.Context, bucket string, r Rate, owed, want int64) (Decision, error) {
+	if err := r.validate(); err != nil {
+		return Decision{}, err
+	}
+	if owed < 0 || want < 0 {
+		return Decision{}, fmt.Errorf("ratelimit: charge %d and %d units", owed, want)
+	}
+	now := l.clock()
+	owedT, wantT := r.cost(owed), r.cost(want)
+	var tat time.Time
+	var ok bool
+	err := l.db.QueryRow(ctx, `
+		INSERT INTO rate_buckets AS b (bucket, tat, allowed)
+		VALUES ($1, $2::timestamptz + CASE WHEN $3::bigint + $4::bigint <= $5::bigint THEN $3 + $4 ELSE $3 END * interval '1 microsecond', $3 + $4 <= $5)
+		ON CONFLICT (bucket) DO UPDATE SET
+			allowed = greatest(b.tat, $2) + ($3 + $4) * interval '1 microsecond' <= $2::timestamptz + $5 * interval '1 microsecond',
+			tat = greatest(b.tat, $2) + CASE WHEN greatest(b.tat, $2) + ($3 + $4) * interval '1 microsecond' <= $2::timestamptz + $5 * interval '1 microsecond'
+				THEN $3 + $4 ELSE $3 END * interval '1 microsecond'
+		RETURNING tat, allowed`, bucket, now, micros(owedT), micros(wantT), micros(r.Per)).Scan(&tat, &ok)
+	if err != nil {
+		return Decision{}, fmt.Errorf("ratelimit: charge %q: %w", bucket, err)
+	}
+	if ok {
+		return Decision{OK: true}, nil
+	}
+	// The lease fits once tat + want - now' <= Per.
+	return Decision{RetryAfter: tat.Add(wantT - r.Per).Sub(now)}, nil
+}
+
+// cost is what n units take of the bucket: n*Per/N, rounded up to a
+// microsecond.
+func (r Rate) cost(n int64) time.Duration {
+	if n == 0 {
+		return 0
+	}
+	per := micros(r.Per)
+	hi, lo := bits.Mul64(uint64(n), uint64(per))
+	if hi != 0 || lo > math.MaxInt64-uint64(r.N) {
+		return time.Duration(math.MaxInt64 / 2).Truncate(time.Microsecond) // beyond any bucket
+	}
+	us := (int64(lo) + int64(r.N) - 1) / int64(r.N)
+	return time.Duration(us) * time.Microsecond
 }
 
 // live is the hits of w.hits still inside the window ending at $2, of size

@@ -128,6 +128,52 @@ func TestAllowRoundsTheIntervalUp(t *testing.T) {
 	}
 }
 
+func charge(t *testing.T, l *ratelimit.Limiter, b string, r ratelimit.Rate, owed, want int64) ratelimit.Decision {
+	t.Helper()
+	d, err := l.Charge(context.Background(), b, r, owed, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Charge sells leases while the bucket holds them, always counts what was
+// used beyond them (a debt later leases wait out), and a refused lease
+// takes nothing.
+func TestChargeLeasesThenDebt(t *testing.T) {
+	t.Parallel()
+	l, clk, _ := newLimiter(t)
+	b, r := bucket(t), ratelimit.Rate{N: 1000, Per: 1000 * time.Second} // a unit a second
+	wantDecision(t, "the first lease", charge(t, l, b, r, 0, 400), true, 0)
+	wantDecision(t, "the second lease", charge(t, l, b, r, 0, 400), true, 0)
+	// 800 of 1 000 taken: 400 more fit in 200 s.
+	for range 3 {
+		wantDecision(t, "a third lease", charge(t, l, b, r, 0, 400), false, 200*time.Second)
+	}
+	// 300 used beyond the leases are counted though the bucket lacks them.
+	wantDecision(t, "a debt", charge(t, l, b, r, 300, 400), false, 500*time.Second)
+	clk.Advance(500*time.Second - time.Microsecond)
+	wantDecision(t, "a microsecond early", charge(t, l, b, r, 0, 400), false, time.Microsecond)
+	clk.Advance(time.Microsecond)
+	wantDecision(t, "at Retry-After", charge(t, l, b, r, 0, 400), true, 0)
+	// A fresh bucket counts a debt too.
+	fresh := bucket(t)
+	wantDecision(t, "a fresh bucket's debt", charge(t, l, fresh, r, 1500, 100), false, 600*time.Second)
+	wantDecision(t, "nothing wanted", charge(t, l, fresh, r, 0, 0), false, 500*time.Second)
+	clk.Advance(time.Hour)
+	wantDecision(t, "idle for an hour", charge(t, l, fresh, r, 0, 1000), true, 0)
+}
+
+// A unit that is not a whole number of microseconds costs its share,
+// rounded up once per charge.
+func TestChargeRoundsUpOnce(t *testing.T) {
+	t.Parallel()
+	l, _, _ := newLimiter(t)
+	b, r := bucket(t), ratelimit.Rate{N: 3 << 20, Per: 24 * time.Hour} // 27.5 µs a unit
+	wantDecision(t, "the whole bucket", charge(t, l, b, r, 0, 3<<20), true, 0)
+	wantDecision(t, "one more unit", charge(t, l, b, r, 0, 1), false, 27466*time.Microsecond)
+}
+
 // The window-edge attack: five failures just before the edge of a
 // quarter-hour and five just after. A fixed window let all ten through in
 // seconds; a sliding window allows at most five in any 15 minutes.
@@ -419,6 +465,9 @@ func TestInvalidLimits(t *testing.T) {
 	}
 	if _, _, err := l.Take(ctx, "x", ratelimit.Window{N: 1}); err == nil {
 		t.Error("Take with a zero-length Window: no error")
+	}
+	if _, err := l.Charge(ctx, "x", ratelimit.Rate{N: 1, Per: time.Second}, -1, 0); err == nil {
+		t.Error("Charge of -1 units: no error")
 	}
 }
 

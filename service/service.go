@@ -36,6 +36,7 @@ import (
 	"lectern/personal"
 	"lectern/projections"
 	"lectern/queries"
+	"lectern/quota"
 	"lectern/ratelimit"
 )
 
@@ -73,6 +74,9 @@ type Config struct {
 	// Limits override any other rate limit (zero fields: the defaults,
 	// commands.DefaultLimits).
 	Limits commands.Limits
+	// WriteBudget is each user's budget of bytes their writes send (zero:
+	// quota.DefaultRate).
+	WriteBudget ratelimit.Rate
 	// EventStoreURL selects EventStoreDB (esdb://...) as the event store;
 	// empty: the PostgreSQL store in the same database.
 	EventStoreURL string
@@ -434,6 +438,7 @@ func New(cfg Config) (*Service, error) {
 		Listener: listener, Models: cfg.Models, DB: cfg.Pool, Logger: cfg.Logger, ConsistencyWait: cfg.ConsistencyWait,
 		Extract: cfg.Extract, SkipSessionCheck: cfg.SkipSessionCheck, TrustedProxies: cfg.TrustedProxies, ForwardedHeader: cfg.ForwardedHeader, WriteWait: cfg.WriteWait, CORSOrigins: cfg.CORSOrigins, Ready: s.ready, Metrics: m,
 		SessionLease: s.sessionLease, StreamHeartbeat: cfg.StreamHeartbeat, Tracing: cfg.Tracing,
+		Writes: quota.New(ratelimit.New(cfg.Pool, cfg.Now), cfg.WriteBudget, cfg.Now),
 	})
 	if err != nil {
 		return nil, err

@@ -188,6 +188,9 @@ type env struct {
 	// UploadsPerMinute: LECTERN_UPLOADS_PER_MINUTE, each user's document
 	// uploads a minute (default commands.DefaultUploadLimit).
 	UploadsPerMinute int
+	// WriteBytesPerDay: LECTERN_WRITE_BYTES_PER_DAY, each user's write
+	// budget (default quota.DefaultRate).
+	WriteBytesPerDay int
 }
 
 // positiveEnv reads the variable name as a positive number: ok when it is
@@ -268,6 +271,9 @@ func readEnv(needKey bool) (env, error) {
 	}
 	if n, ok, perr := positiveEnv("LECTERN_UPLOADS_PER_MINUTE", "a positive number"); ok {
 		e.UploadsPerMinute, err = n, errors.Join(err, perr)
+	}
+	if n, ok, perr := positiveEnv("LECTERN_WRITE_BYTES_PER_DAY", "a positive number of bytes"); ok {
+		e.WriteBytesPerDay, err = n, errors.Join(err, perr)
 	}
 	if e.JWTKey == "" && e.JWTKeyFile == "" {
 		e.JWTKeyFile = defaultKeyFile()
@@ -467,7 +473,8 @@ func build(ctx context.Context, e env, log *slog.Logger, tp trace.TracerProvider
 		SkipSessionCheck: skipSessionCheck, TrustedProxies: e.TrustedProxies, ForwardedHeader: e.ForwardedHeader, CORSOrigins: e.CORSOrigins,
 		BrokerURL: e.BrokerURL, BrokerTopic: e.BrokerTopic, BrokerRetention: e.BrokerRetention, SkipPoison: e.SkipPoison,
 		Limits: commands.Limits{Turns: ratelimit.Rate{N: e.TurnsPerMinute, Per: time.Minute},
-			Uploads: ratelimit.Rate{N: e.UploadsPerMinute, Per: time.Minute}}, Tracing: tp})
+			Uploads: ratelimit.Rate{N: e.UploadsPerMinute, Per: time.Minute}},
+		WriteBudget: ratelimit.Rate{N: e.WriteBytesPerDay, Per: 24 * time.Hour}, Tracing: tp})
 	if err != nil {
 		pool.Close()
 		return nil, nil, err
