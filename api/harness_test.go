@@ -35,6 +35,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"lectern/auth"
+	"lectern/clocktest"
 	"lectern/commands"
 	"lectern/eventstore"
 	"lectern/eventstore/esdb"
@@ -782,30 +783,9 @@ func (e *env) verifiedToken(t testing.TB, email string) string {
 }
 
 // clock is a time source a test moves by hand.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = clocktest.Clock
 
-func newClock(start time.Time) *clock { return &clock{now: start} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock(start time.Time) *clock { return clocktest.New(start) }
 
 // loopbacks hands out loopback addresses other than 127.0.0.1.
 var loopbacks struct {

@@ -6,37 +6,20 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/go-cmp/cmp"
+
+	"lectern/clocktest"
 )
 
 var testKey = bytes.Repeat([]byte("k"), 32)
 
-// fakeClock is a settable Clock for tests.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func newTestTokens(t *testing.T, opts ...TokensOption) (*Tokens, *fakeClock) {
+func newTestTokens(t *testing.T, opts ...TokensOption) (*Tokens, *clocktest.Clock) {
 	t.Helper()
-	clock := &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 600_000_000, time.UTC)}
+	clock := clocktest.New(time.Date(2030, 1, 2, 3, 4, 5, 600_000_000, time.UTC))
 	tokens, err := NewTokens(testKey, clock.Now, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +38,7 @@ func signRaw(t *testing.T, method jwt.SigningMethod, key any, claims jwt.MapClai
 }
 
 // validClaims are claims ParseAccess accepts at the fake clock's start.
-func validClaims(clock *fakeClock) jwt.MapClaims {
+func validClaims(clock *clocktest.Clock) jwt.MapClaims {
 	now := clock.Now()
 	return jwt.MapClaims{
 		"iss": Issuer,

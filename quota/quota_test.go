@@ -6,30 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"lectern/clocktest"
 	"lectern/pgtest"
 	"lectern/quota"
 	"lectern/ratelimit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// clock is a clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // A budget of 64 KiB a day: leases of 4 KiB, a day's sixteenth (5 400 s).
 var (
@@ -73,7 +56,7 @@ func spend(t *testing.T, b *quota.Budget, userID, n int64) {
 // less the leases they hold when it runs out.
 func TestABudgetHoldsAcrossReplicas(t *testing.T) {
 	t.Parallel()
-	pool, clk := pgtest.Pool(t), &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	pool, clk := pgtest.Pool(t), clocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	replicas := []*quota.Budget{
 		quota.New(ratelimit.New(pool, clk.Now), small, clk.Now),
 		quota.New(ratelimit.New(pool, clk.Now), small, clk.Now),
@@ -110,7 +93,7 @@ func TestABudgetHoldsAcrossReplicas(t *testing.T) {
 // lease again.
 func TestAWriteBeyondTheBudgetIsADebt(t *testing.T) {
 	t.Parallel()
-	pool, clk := pgtest.Pool(t), &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	pool, clk := pgtest.Pool(t), clocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	b := quota.New(ratelimit.New(pool, clk.Now), small, clk.Now)
 	u := user()
 	if _, ok := admit(t, b, u); !ok {
@@ -145,7 +128,7 @@ func TestAWriteBeyondTheBudgetIsADebt(t *testing.T) {
 // database again before their next write.
 func TestAForgottenAccountIsRefusedByTheDatabase(t *testing.T) {
 	t.Parallel()
-	pool, clk := pgtest.Pool(t), &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	pool, clk := pgtest.Pool(t), clocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	b := quota.NewWithAccounts(ratelimit.New(pool, clk.Now), small, clk.Now, 2)
 	u := user()
 	if _, ok := admit(t, b, u); !ok {
@@ -175,7 +158,7 @@ func TestAForgottenAccountIsRefusedByTheDatabase(t *testing.T) {
 // what they sent, and at most one lease more.
 func TestConcurrentWritesAreEachCounted(t *testing.T) {
 	t.Parallel()
-	pool, clk := pgtest.Pool(t), &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+	pool, clk := pgtest.Pool(t), clocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	big := ratelimit.Rate{N: 64 << 20, Per: day} // 1 287 ns a byte
 	b := quota.New(ratelimit.New(pool, clk.Now), big, clk.Now)
 	u := user()

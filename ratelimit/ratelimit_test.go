@@ -9,39 +9,22 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"lectern/clocktest"
 	"lectern/pgtest"
 	"lectern/ratelimit"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a clock the test moves.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // newLimiter is a limiter on the package's database and a clock of its own,
 // started on a round quarter-hour, where a fixed window would start.
-func newLimiter(t *testing.T) (*ratelimit.Limiter, *clock, *pgxpool.Pool) {
+func newLimiter(t *testing.T) (*ratelimit.Limiter, *clocktest.Clock, *pgxpool.Pool) {
 	t.Helper()
 	return limiterOn(pgtest.Pool(t))
 }
 
-func limiterOn(pool *pgxpool.Pool) (*ratelimit.Limiter, *clock, *pgxpool.Pool) {
-	clk := &clock{now: time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)}
+func limiterOn(pool *pgxpool.Pool) (*ratelimit.Limiter, *clocktest.Clock, *pgxpool.Pool) {
+	clk := clocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
 	return ratelimit.New(pool, clk.Now), clk, pool
 }
 
