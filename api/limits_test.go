@@ -4,6 +4,7 @@ package api_test
 // sees them. Every service here runs on a frozen clock the test moves.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	"lectern/commands"
 	"lectern/eventstore"
+	"lectern/quota"
 	"lectern/ratelimit"
 )
 
@@ -344,7 +346,7 @@ func TestUploadLimit(t *testing.T) {
 
 const writeBudgetSpent = "Too much written for now: your daily write budget is spent; try again later"
 
-// The write budget (quota): a user whose writes have sent the day's budget
+// The write budget (quota): a user whose writes have recorded the day's budget
 // gets a 429 on every write that draws on it, with when it will have room
 // again, and nothing of the refused writes is recorded. What must work
 // once it is spent does: reads, a password change, the erasure. Another
@@ -375,10 +377,11 @@ func TestWriteBudget(t *testing.T) {
 		sent += len(body)
 	}
 	wantDetail(t, refused, http.StatusTooManyRequests, writeBudgetSpent)
-	// The budget and one write past it at most; the budget less the
-	// replica's lease at least.
-	if sent > budget.N+sent/accepted || sent < budget.N-4<<10 {
-		t.Errorf("%d agents (%d bytes) accepted on a budget of %d bytes", accepted, sent, budget.N)
+	// What is counted is each agent.created event: the body's text and a
+	// few hundred bytes of the event's own. The budget and one write past
+	// it at most; the budget less the replica's lease at least.
+	if lo, hi := sent, sent+accepted*512; lo > budget.N+len(body)+512 || hi < budget.N-4<<10 {
+		t.Errorf("%d agents (%d bytes of bodies) accepted on a budget of %d bytes", accepted, sent, budget.N)
 	}
 	retry, err := strconv.Atoi(refused.Header.Get("Retry-After"))
 	if err != nil || retry <= 0 || retry > 24*60*60 {
@@ -408,4 +411,48 @@ func TestWriteBudget(t *testing.T) {
 	access := str(t, res, "access_token")
 	wantStatus(t, e.do(t, "POST", fewShotsPath, map[string]any{"input_text": "i", "output_text": "o"}, access), http.StatusCreated)
 	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "a brand new passphrase"}, access), http.StatusNoContent)
+}
+
+// The budget counts what a write records, not what its request held: a
+// practice session run copies its agent's whole system prompt into the
+// session, for a body of a few bytes.
+func TestWriteBudgetCountsWhatIsRecorded(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{writeBudget: ratelimit.Rate{N: 64 << 10, Per: 24 * time.Hour}})
+	c := e.newClassroom(t, nil)
+	prompt := strings.Repeat("Explain it step by step. ", 1600) // 40 000 bytes
+	agent := e.createAgent(t, c.student.Access, map[string]any{"name": "Tutor", "system_prompt": prompt})
+	run := map[string]any{"prompt_text": "hi", "agent_id": num(t, agent, "agent_id")}
+	for i := 1; ; i++ {
+		res := e.do(t, "POST", runPath(c.class), run, c.student.Access)
+		if res.Status == http.StatusTooManyRequests {
+			wantDetail(t, res, http.StatusTooManyRequests, writeBudgetSpent)
+			break
+		}
+		wantStatus(t, res, http.StatusCreated)
+		if i == 3 {
+			t.Fatal("three runs of a 40 000-byte agent (and the agent) recorded on a budget of 64 KiB")
+		}
+	}
+}
+
+// The budget's statement is bounded as the write is: with the bucket's row
+// held by a stalled transaction, a write that must buy a lease is a 503
+// at the write's bound, not a request held while the stall lasts.
+func TestStalledBudgetCheckIs503(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{writeWait: time.Second, writeBudget: ratelimit.Rate{N: 64 << 10, Per: 24 * time.Hour}})
+	u := e.signUp(t)
+	ctx := context.Background()
+	tx, err := e.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `INSERT INTO rate_buckets (bucket, tat, allowed) VALUES ($1, now(), true)`, quota.Bucket(u.ID)); err != nil {
+		t.Fatal(err)
+	}
+	res := e.doFailing(t, "POST", "/agents", map[string]any{"name": "Tutor", "system_prompt": "Be kind."}, u.Access)
+	wantDetail(t, res, http.StatusServiceUnavailable, "The write budget could not be checked in time; retry in a moment")
+	wantHeader(t, res, "Retry-After", "1")
 }

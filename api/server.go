@@ -247,14 +247,15 @@ func (s *Server) serve(op operation) http.Handler {
 			writeError(w, r, s.deps.Logger, err)
 			return
 		}
-		var sent *countedBody
+		var meter *commands.Meter
 		if s.metered(op) {
-			if err := s.admitWrite(r.Context(), in.user.UserID); err != nil {
+			if err := s.admitWrite(r.Context(), op, in.user.UserID); err != nil {
 				writeError(w, r, s.deps.Logger, err)
 				return
 			}
-			sent = &countedBody{ReadCloser: r.Body}
-			r.Body = sent
+			meter = &commands.Meter{}
+			// What the write records is charged, whatever its outcome.
+			defer func() { s.spendWrite(r.Context(), in.user.UserID, meter.Bytes()) }()
 		}
 		var errs validation.Errors
 		if len(op.pathParams) > 0 {
@@ -308,6 +309,9 @@ func (s *Server) serve(op operation) http.Handler {
 			meta.UserID = in.user.UserID
 		}
 		ctx := commands.WithMetadata(r.Context(), meta)
+		if meter != nil {
+			ctx = commands.WithMeter(ctx, meter)
+		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			// An accepted write runs to its end even if its client goes away:
 			// cut short, it could leave its client unsure whether it happened
@@ -337,10 +341,6 @@ func (s *Server) serve(op operation) http.Handler {
 		}
 		if err != nil {
 			writeError(w, r, s.deps.Logger, err)
-			return
-		}
-		if sent != nil {
-			s.spendWrite(ctx, in.user.UserID, sent.n)
 		}
 	})
 }

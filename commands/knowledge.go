@@ -130,6 +130,7 @@ func (k *Knowledge) Upload(ctx context.Context, c aggregates.UploadKnowledgeDocu
 	if err != nil {
 		return aggregates.KnowledgeDocument{}, 0, Result{}, err
 	}
+	recorded(ctx, len(c.Content))
 	c.ContentHash, c.ContentSize = ref.Hash, ref.Size
 	doc, res, err := create(ctx, k.d, knowledgeStream(id), aggregates.EvolveKnowledgeDocument,
 		func(d aggregates.KnowledgeDocument) ([]events.Event, error) {

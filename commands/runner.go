@@ -258,6 +258,9 @@ func run[S any](ctx context.Context, d Deps, stream string, fresh bool, evolve f
 			return state, Result{}, err
 		}
 		failpoint.Reach(failpoint.AppendCommitted)
+		for _, e := range data {
+			recorded(ctx, len(e.Data))
+		}
 		for i, e := range decided {
 			state = evolve(state, events.Envelope{
 				Meta: events.Meta{EventID: data[i].ID.String(), StreamID: stream, Version: version + int64(i) + 1,

@@ -2,12 +2,14 @@ package quota_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"lectern/clocktest"
 	"lectern/pgtest"
+	"lectern/poll"
 	"lectern/quota"
 	"lectern/ratelimit"
 )
@@ -183,5 +185,79 @@ func TestConcurrentWritesAreEachCounted(t *testing.T) {
 	counted := float64(tat.Sub(clk.Now())) / perByte
 	if counted < float64(spent) || counted > float64(spent+64<<10)+1 {
 		t.Errorf("the database counts %.0f bytes of %d written, want at most a lease (64 KiB) more", counted, spent)
+	}
+}
+
+// A write that finds another write of the user buying the lease waits for
+// its outcome rather than going through: here the budget is spent (by
+// another replica) and the statement held by a lock on the bucket's row,
+// so a second write is still waiting when its deadline passes, and both
+// are refused once the statement has answered.
+func TestAWriteWaitsForTheLeaseBeingBought(t *testing.T) {
+	t.Parallel()
+	pool, clk := pgtest.Pool(t), clocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	ctx := context.Background()
+	u := user()
+	other := quota.New(ratelimit.New(pool, clk.Now), small, clk.Now)
+	admit(t, other, u)
+	spend(t, other, u, int64(small.N))
+
+	b := quota.New(ratelimit.New(pool, clk.Now), small, clk.Now) // has not seen u
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM rate_buckets WHERE bucket = $1 FOR UPDATE`, quota.Bucket(u)); err != nil {
+		t.Fatal(err)
+	}
+	type outcome struct {
+		ok  bool
+		err error
+	}
+	first := make(chan outcome, 1)
+	go func() {
+		_, ok, err := b.Admit(ctx, u)
+		first <- outcome{ok, err}
+	}()
+	// The first write's statement waits on the row.
+	poll.Must(t, 10*time.Second, "the first write's statement waiting on the bucket's row", func() bool {
+		var waiting bool
+		err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO rate_buckets%'`).Scan(&waiting)
+		return err == nil && waiting
+	})
+	soon, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, ok, err := b.Admit(soon, u); ok || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a second write while the first buys the lease: admitted %v, error %v; want it waiting", ok, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-first; got.ok || got.err != nil {
+		t.Fatalf("the first write on a spent budget: admitted %v, error %v", got.ok, got.err)
+	}
+	if _, ok := admit(t, b, u); ok {
+		t.Error("a third write admitted on a spent budget")
+	}
+}
+
+// A debt whose counting failed (a statement cut short) is counted by the
+// user's next write, even once the replica has forgotten the user.
+func TestADebtOutlivesItsAccount(t *testing.T) {
+	t.Parallel()
+	pool, clk := pgtest.Pool(t), clocktest.New(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC))
+	b := quota.NewWithAccounts(ratelimit.New(pool, clk.Now), small, clk.Now, 1)
+	u := user()
+	admit(t, b, u)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := b.Spend(gone, u, 3*int64(small.N)); err == nil {
+		t.Fatal("Spend on a cancelled context counted its debt: the test proves nothing")
+	}
+	admit(t, b, user()) // another user: u is forgotten
+	if wait, ok := admit(t, b, u); ok || wait < 2*day {
+		t.Errorf("after three days' budget not counted and the account forgotten: admitted %v, wait %s; want two days and more", ok, wait)
 	}
 }

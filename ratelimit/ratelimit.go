@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/bits"
 	"net/netip"
 	"time"
@@ -182,19 +181,29 @@ func (l *Limiter) Charge(ctx context.Context, bucket string, r Rate, owed, want 
 }
 
 // cost is what n units take of the bucket: n*Per/N, rounded up to a
-// microsecond.
+// microsecond, computed on 128 bits; a cost past maxCost (a debt of
+// centuries) is maxCost.
 func (r Rate) cost(n int64) time.Duration {
 	if n == 0 {
 		return 0
 	}
-	per := micros(r.Per)
-	hi, lo := bits.Mul64(uint64(n), uint64(per))
-	if hi != 0 || lo > math.MaxInt64-uint64(r.N) {
-		return time.Duration(math.MaxInt64 / 2).Truncate(time.Microsecond) // beyond any bucket
+	hi, lo := bits.Mul64(uint64(n), uint64(micros(r.Per)))
+	if hi >= uint64(r.N) {
+		return maxCost
 	}
-	us := (int64(lo) + int64(r.N) - 1) / int64(r.N)
+	us, rem := bits.Div64(hi, lo, uint64(r.N))
+	if rem != 0 {
+		us++
+	}
+	if us > uint64(maxCost/time.Microsecond) {
+		return maxCost
+	}
 	return time.Duration(us) * time.Microsecond
 }
+
+// maxCost bounds a charge: a hundred years, far past any bucket's period,
+// and far inside what a time.Duration and PostgreSQL's timestamps hold.
+const maxCost = 100 * 365 * 24 * time.Hour
 
 // live is the hits of w.hits still inside the window ending at $2, of size
 // $4 microseconds, oldest first.

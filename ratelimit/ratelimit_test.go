@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,19 @@ func TestChargeRoundsUpOnce(t *testing.T) {
 	b, r := bucket(t), ratelimit.Rate{N: 3 << 20, Per: 24 * time.Hour} // 27.5 µs a unit
 	wantDecision(t, "the whole bucket", charge(t, l, b, r, 0, 3<<20), true, 0)
 	wantDecision(t, "one more unit", charge(t, l, b, r, 0, 1), false, 27466*time.Microsecond)
+}
+
+// The largest budgets sell their leases (a unit costs a fraction of a
+// microsecond: the product n*Per overflows 64 bits, not the cost), and a
+// debt of centuries is counted as a hundred years, which PostgreSQL holds.
+func TestChargeAtTheEdges(t *testing.T) {
+	t.Parallel()
+	l, _, _ := newLimiter(t)
+	huge := ratelimit.Rate{N: math.MaxInt64, Per: 24 * time.Hour}
+	wantDecision(t, "a lease of the largest budget", charge(t, l, bucket(t), huge, 1<<40, 64<<10), true, 0)
+	tiny := ratelimit.Rate{N: 1, Per: 24 * time.Hour}
+	century := 100 * 365 * 24 * time.Hour
+	wantDecision(t, "a debt of centuries", charge(t, l, bucket(t), tiny, math.MaxInt64, 0), false, century-24*time.Hour)
 }
 
 // The window-edge attack: five failures just before the edge of a
