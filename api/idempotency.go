@@ -59,6 +59,19 @@ func declareKeyAnswers(ops []operation) {
 	}
 }
 
+// releaseKey gives up a key whose request failed: kept, its lease lapsed,
+// when something may have been written under it (a retry finds it), else
+// forgotten.
+func (s *Server) releaseKey(ctx context.Context, userID int64, key string, mayHaveWritten bool) {
+	ctx = context.WithoutCancel(ctx)
+	if mayHaveWritten {
+		_, _ = s.deps.DB.Exec(ctx, `UPDATE idempotency_keys SET lease_until = now() - interval '1 millisecond'
+			WHERE user_id = $1 AND key = $2 AND status = 0`, userID, key)
+		return
+	}
+	_, _ = s.deps.DB.Exec(ctx, `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key)
+}
+
 // replayedHeaders are the headers a replay repeats.
 var replayedHeaders = []string{"Content-Type", "X-Event-Position", "X-Projection-Pending", "Location"}
 
@@ -71,7 +84,10 @@ var replayedHeaders = []string{"Content-Type", "X-Event-Position", "X-Projection
 // draws the ids the dead attempt drew and derives the same event ids, so it
 // finds what that attempt appended and answers with it instead of appending
 // again.
-func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int64, body []byte, handle func(context.Context, http.ResponseWriter) error) error {
+//
+// admit, called once the request is known to run (not replayed), may refuse
+// it (the write budget); the key is then released as by a failure.
+func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int64, body []byte, admit func() error, handle func(context.Context, http.ResponseWriter) error) error {
 	key := r.Header.Get("Idempotency-Key")
 	if _, errs := validation.Header("Idempotency-Key", key, idempotencyKeyField); len(errs) > 0 {
 		return errs
@@ -135,6 +151,11 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 		return nil
 	}
 
+	if err := admit(); err != nil {
+		s.releaseKey(ctx, userID, key, tookOver)
+		return err
+	}
+
 	// Renew the lease while the request runs (a practice turn may take
 	// longer than the lease).
 	renewCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
@@ -166,12 +187,7 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 		// as the attempt before it may have appended (a turn's models fail
 		// before the turn looks for what that attempt recorded). One that
 		// wrote nothing, and followed none that might have, forgets the key.
-		if commands.MayHaveAppended(hctx) || tookOver {
-			_, _ = db.Exec(context.WithoutCancel(ctx), `UPDATE idempotency_keys SET lease_until = now() - interval '1 millisecond'
-				WHERE user_id = $1 AND key = $2 AND status = 0`, userID, key)
-		} else {
-			_, _ = db.Exec(context.WithoutCancel(ctx), `DELETE FROM idempotency_keys WHERE user_id = $1 AND key = $2`, userID, key)
-		}
+		s.releaseKey(ctx, userID, key, commands.MayHaveAppended(hctx) || tookOver)
 		if herr != nil {
 			return herr
 		}

@@ -456,3 +456,43 @@ func TestStalledBudgetCheckIs503(t *testing.T) {
 	wantDetail(t, res, http.StatusServiceUnavailable, "The write budget could not be checked in time; retry in a moment")
 	wantHeader(t, res, "Retry-After", "1")
 }
+
+// Once the budget is spent, a retry of a recorded write under its
+// Idempotency-Key still gets its answer (it records nothing more); a new
+// key's write is refused, and its key released, so that it runs once
+// there is room.
+func TestWriteBudgetLetsARetryHaveItsAnswer(t *testing.T) {
+	t.Parallel()
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now, writeBudget: ratelimit.Rate{N: 64 << 10, Per: 24 * time.Hour}})
+	u := e.signUp(t)
+	small := map[string]any{"name": "Tutor", "system_prompt": "Be kind."}
+	first := e.do(t, "POST", "/agents", small, u.Access, "Idempotency-Key", "first")
+	wantStatus(t, first, http.StatusCreated)
+	big := map[string]any{"name": "Tutor", "system_prompt": strings.Repeat("Explain it step by step. ", 2000)} // 50 000 bytes
+	var refused response
+	for range 5 {
+		if refused = e.do(t, "POST", "/agents", big, u.Access); refused.Status != http.StatusCreated {
+			break
+		}
+	}
+	wantDetail(t, refused, http.StatusTooManyRequests, writeBudgetSpent)
+
+	replay := e.do(t, "POST", "/agents", small, u.Access, "Idempotency-Key", "first")
+	wantBody(t, replay, http.StatusCreated, string(first.Body))
+	wantHeader(t, replay, "Idempotent-Replayed", "true")
+	wantDetail(t, e.do(t, "POST", "/agents", small, u.Access, "Idempotency-Key", "second"), http.StatusTooManyRequests, writeBudgetSpent)
+
+	retry, err := strconv.Atoi(refused.Header.Get("Retry-After"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Duration(retry) * time.Second)
+	res := login(t, e, u.Email, u.Password) // the access token expired meanwhile
+	wantStatus(t, res, http.StatusOK)
+	second := e.do(t, "POST", "/agents", small, str(t, res, "access_token"), "Idempotency-Key", "second")
+	wantStatus(t, second, http.StatusCreated)
+	if second.Header.Get("Idempotent-Replayed") != "" {
+		t.Error("the refused key's write was replayed, not run")
+	}
+}

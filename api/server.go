@@ -247,11 +247,18 @@ func (s *Server) serve(op operation) http.Handler {
 			writeError(w, r, s.deps.Logger, err)
 			return
 		}
+		keyed := op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != ""
 		var meter *commands.Meter
+		admit := func() error { return nil }
 		if s.metered(op) {
-			if err := s.admitWrite(r.Context(), op, in.user.UserID); err != nil {
-				writeError(w, r, s.deps.Logger, err)
-				return
+			admit = func() error { return s.admitWrite(r.Context(), op, in.user.UserID) }
+			// A write under an Idempotency-Key is admitted once it is
+			// known to run: a retry of one recorded gets its answer.
+			if !keyed {
+				if err := admit(); err != nil {
+					writeError(w, r, s.deps.Logger, err)
+					return
+				}
 			}
 			meter = &commands.Meter{}
 			// What the write records is charged, whatever its outcome.
@@ -286,7 +293,7 @@ func (s *Server) serve(op operation) http.Handler {
 				in.body, errs = v, append(errs, e...)
 			}
 		}
-		if op.ownBody != nil && op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
+		if op.ownBody != nil && keyed {
 			// The handler reads its own body, and the key's record needs
 			// it too: read once, kept for both.
 			raw, err := readBody(r.Body)
@@ -334,8 +341,8 @@ func (s *Server) serve(op operation) http.Handler {
 			return op.handle(w, r.WithContext(ctx), in)
 		}
 		var err error
-		if op.idempotent && in.user != nil && r.Header.Get("Idempotency-Key") != "" {
-			err = s.idempotently(w, r, in.user.UserID, body, handle)
+		if keyed {
+			err = s.idempotently(w, r, in.user.UserID, body, admit, handle)
 		} else {
 			err = handle(ctx, w)
 		}
