@@ -82,7 +82,7 @@ type Deps struct {
 	// Tracing, if set, traces each request with a server span named by its
 	// route (nil: tracing off, and no span is started).
 	Tracing trace.TracerProvider
-	// Writes, if set, is each user's budget of bytes their writes send
+	// Writes, if set, is each user's budget of bytes their writes record
 	// (nil: none).
 	Writes *quota.Budget
 }

@@ -74,8 +74,8 @@ type Config struct {
 	// Limits override any other rate limit (zero fields: the defaults,
 	// commands.DefaultLimits).
 	Limits commands.Limits
-	// WriteBudget is each user's budget of bytes their writes send (zero:
-	// quota.DefaultRate).
+	// WriteBudget is each user's budget of bytes their writes record
+	// (zero: quota.DefaultRate).
 	WriteBudget ratelimit.Rate
 	// EventStoreURL selects EventStoreDB (esdb://...) as the event store;
 	// empty: the PostgreSQL store in the same database.
