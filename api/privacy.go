@@ -186,45 +186,37 @@ const historyPage = 16
 // erasure.
 func (s *Server) exportHistory(ctx context.Context, rows *exportRows, add func(any)) error {
 	streams := []string{eventstore.StreamName(events.CategoryUser, rows.user.ID)}
-	for _, a := range rows.agents {
-		streams = append(streams, eventstore.StreamName(events.CategoryAgent, a.AgentID))
-	}
-	for _, x := range rows.examples {
-		streams = append(streams, eventstore.StreamName(events.CategoryFewShot, x.ExampleID))
-	}
-	for _, ps := range rows.sessions {
-		streams = append(streams, eventstore.StreamName(events.CategorySession, ps.ID))
-	}
-	for _, d := range rows.documents {
-		streams = append(streams, eventstore.StreamName(events.CategoryKnowledge, d.ID))
-	}
-	for _, p := range rows.partners {
-		streams = append(streams, eventstore.StreamName(events.CategoryPartner, p.ID))
-	}
-	for _, pr := range rows.promotions {
-		streams = append(streams, eventstore.StreamName(events.CategoryPromotion, pr.RequestID))
-	}
+	streams = streamsOf(streams, events.CategoryAgent, rows.agents, func(a agentJSON) int64 { return a.AgentID })
+	streams = streamsOf(streams, events.CategoryFewShot, rows.examples, func(x fewShotJSON) int64 { return x.ExampleID })
+	streams = streamsOf(streams, events.CategorySession, rows.sessions, func(ps queries.PracticeSession) int64 { return ps.ID })
+	streams = streamsOf(streams, events.CategoryKnowledge, rows.documents, func(d queries.KnowledgeDocument) int64 { return d.ID })
+	streams = streamsOf(streams, events.CategoryPartner, rows.partners, func(p partnerJSON) int64 { return p.ID })
+	streams = streamsOf(streams, events.CategoryPromotion, rows.promotions, func(pr promotionJSON) int64 { return pr.RequestID })
 	turn := events.SessionTurnRecorded{}.EventType()
-	store := s.deps.Commands.Store
 	for _, stream := range streams {
-		for from := int64(1); ; {
-			evs, err := store.ReadStream(ctx, stream, eventstore.Forwards, from, historyPage)
-			if err != nil {
-				return fmt.Errorf("the history of %s: %w", stream, err)
-			}
+		err := eventstore.ReadStreamPages(ctx, s.deps.Commands.Store, stream, historyPage, func(evs []eventstore.RecordedEvent) bool {
 			for _, e := range evs {
 				if e.Type != turn {
 					add(historyEventJSON{Stream: stream, Version: e.Version, Type: e.Type, SchemaVersion: e.SchemaVersion,
 						RecordedAt: ts(e.RecordedAt), Data: e.Data})
 				}
 			}
-			if len(evs) < historyPage {
-				break
-			}
-			from = evs[len(evs)-1].Version + 1
+			return false
+		})
+		if err != nil {
+			return fmt.Errorf("the history of %s: %w", stream, err)
 		}
 	}
 	return nil
+}
+
+// streamsOf appends to streams the stream of category of each of rows,
+// whose id gives.
+func streamsOf[R any](streams []string, category string, rows []R, id func(R) int64) []string {
+	for _, r := range rows {
+		streams = append(streams, eventstore.StreamName(category, id(r)))
+	}
+	return streams
 }
 
 type sentMessagesJSON struct {

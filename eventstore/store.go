@@ -268,6 +268,22 @@ func (p Position) AppendText(b []byte) []byte {
 	return strconv.AppendUint(b, p.Prepare, 10)
 }
 
+// ReadStreamPages reads stream forwards from its first event, size events
+// at a time, and hands each page to page, until page returns true or the
+// stream ends: a long stream is never held whole.
+func ReadStreamPages(ctx context.Context, s Store, stream string, size int, page func([]RecordedEvent) (stop bool)) error {
+	for from := int64(1); ; {
+		evs, err := s.ReadStream(ctx, stream, Forwards, from, size)
+		if err != nil {
+			return err
+		}
+		if page(evs) || len(evs) < size {
+			return nil
+		}
+		from = evs[len(evs)-1].Version + 1
+	}
+}
+
 // MaxPositionLength is the longest a position's text may be: two uint64s
 // in decimal and the dash ("18446744073709551615-18446744073709551615").
 // Longer ones (leading zeros) are refused, so that a header or cursor

@@ -105,15 +105,8 @@ func Page(ctx context.Context, s eventstore.Store, q Query) (page []Event, next 
 		if q.Category != "" && eventstore.Category(q.Stream) != q.Category {
 			return []Event{}, next, false, nil
 		}
-		for from := int64(1); ; {
-			evs, err := s.ReadStream(ctx, q.Stream, eventstore.Forwards, from, readChunk)
-			if err != nil {
-				return nil, next, false, fmt.Errorf("history: read stream %s: %w", q.Stream, err)
-			}
-			if take(evs) || len(evs) < readChunk {
-				break
-			}
-			from = evs[len(evs)-1].Version + 1
+		if err := eventstore.ReadStreamPages(ctx, s, q.Stream, readChunk, take); err != nil {
+			return nil, next, false, fmt.Errorf("history: read stream %s: %w", q.Stream, err)
 		}
 	} else {
 		for after := q.After; ; {

@@ -268,6 +268,27 @@ func testReadStream(t *testing.T, h Harness) {
 	if err != nil || len(missing) != 0 {
 		t.Errorf("missing stream: %v, %v; want empty and no error", missing, err)
 	}
+	// ReadStreamPages: pages of 2, to the end or until told to stop.
+	for _, tc := range []struct {
+		name   string
+		stopAt int // the page after which to stop (0: never)
+		want   [][]int64
+	}{
+		{"every page", 0, [][]int64{{1, 2}, {3, 4}, {5}}},
+		{"stopped after the second", 2, [][]int64{{1, 2}, {3, 4}}},
+	} {
+		var pages [][]int64
+		err := eventstore.ReadStreamPages(c, s, stream, 2, func(es []eventstore.RecordedEvent) bool {
+			pages = append(pages, versions(es))
+			return len(pages) == tc.stopAt
+		})
+		if err != nil {
+			t.Fatalf("ReadStreamPages, %s: %v", tc.name, err)
+		}
+		if diff := cmp.Diff(tc.want, pages); diff != "" {
+			t.Errorf("ReadStreamPages, %s (-want +got):\n%s", tc.name, diff)
+		}
+	}
 }
 
 // readAllAfter reads the log after pos until it holds every id in want.
