@@ -32,6 +32,9 @@ type Subscriptions interface {
 	// client's, raw), as SubscribeToAll's errors are: the server confirms a
 	// subscription from a position it cannot read from, then drops it.
 	DroppedError(err error) error
+	// PastEnd reports whether a position is past the end of the log (a
+	// checkpoint of a log since recreated, or restored from an older backup).
+	PastEnd(ctx context.Context, p eventstore.Position) (bool, error)
 }
 
 // ESDBSubscriberConfig configures an ESDBSubscriber.
@@ -192,6 +195,9 @@ func (s *ESDBSubscriber) closed() bool {
 // errClosing ends delivery on Close.
 var errClosing = errors.New("projections: subscriber closing")
 
+// errPastEnd: the stored checkpoint is past the end of the server's log.
+var errPastEnd = errors.New("checkpoint past the end of the log")
+
 // errNacked means a handler refused a message of the batch.
 var errNacked = errors.New("projections: message nacked")
 
@@ -216,6 +222,8 @@ func (s *ESDBSubscriber) run(ctx context.Context, out chan<- *message.Message) {
 			return progressed, backoff.Permanent(errClosing)
 		case errors.Is(err, eventstore.ErrInvalidPosition):
 			return progressed, backoff.Permanent(fmt.Errorf("the stored checkpoint is not a position of this EventStoreDB log (was it copied from another store? `lectern replay` rebuilds the read model): %w", err))
+		case errors.Is(err, errPastEnd):
+			return progressed, backoff.Permanent(fmt.Errorf("the stored checkpoint is past the end of this EventStoreDB log: was the store recreated, or restored from a backup older than PostgreSQL's? The projection would pass over every event until the log grew past it; `lectern replay` rebuilds the read model: %w", err))
 		}
 		return progressed, err
 	}, func(err error, wait time.Duration) {
@@ -254,6 +262,14 @@ func (s *ESDBSubscriber) consume(ctx context.Context, out chan<- *message.Messag
 	s.last = from
 	opts := client.SubscribeToAllOptions{From: client.Start{}, Filter: client.ExcludeSystemEventsFilter()}
 	if !from.IsZero() {
+		// The server would take the subscription and wait, silently. A check
+		// that fails is passed over: the subscription then meets the same
+		// trouble, and reports it.
+		if past, err := s.cfg.Store.PastEnd(ctx, from); err == nil && past {
+			return false, fmt.Errorf("%w: %v", errPastEnd, from)
+		} else if err != nil {
+			s.logger.Debug("EventStoreDB checkpoint not checked against the log's end", "error", err)
+		}
 		opts.From = client.Position{Commit: from.Commit, Prepare: from.Prepare}
 	}
 	subCtx, cancel := context.WithCancel(ctx)

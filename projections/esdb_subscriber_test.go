@@ -9,6 +9,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -582,4 +583,91 @@ func TestESDBCheckpointTheServerCannotReadFromStopsTheProjection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// subscribeFor starts an ESDBSubscriber of group on url that acks every
+// message it delivers, counting them, and reports what stops it for good.
+func subscribeFor(t *testing.T, pool *pgxpool.Pool, url, group string) (fatal <-chan error, delivered *atomic.Int64) {
+	t.Helper()
+	sub, err := NewESDBSubscriber(ESDBSubscriberConfig{Store: openStore(t, url), Pool: pool, ConsumerGroup: group,
+		Logger: esdbQuiet, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	sub.OnFatal(func(err error) { stopped <- err })
+	msgs, err := sub.Subscribe(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered = new(atomic.Int64)
+	go func() {
+		for m := range msgs {
+			delivered.Add(1)
+			m.Ack()
+		}
+	}()
+	t.Cleanup(func() { _ = sub.Close() })
+	return stopped, delivered
+}
+
+// A checkpoint past the end of the log (the store recreated, or restored from
+// a backup older than PostgreSQL's) stops the projection for good, as a
+// foreign one does: subscribed from there, it would hear of nothing until the
+// new log grew past the old checkpoint, and pass over every event before.
+func TestESDBCheckpointPastTheLogsEndStopsTheProjection(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	old := esdbfake.Start(t)
+	oldStore := openStore(t, old)
+	for i := range 20 {
+		appendESDBAgent(t, oldStore, int64(i+1), "old")
+	}
+	end := esdbfake.LogEnd(t, old)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO esdb_checkpoints (consumer_group, commit_position, prepare_position)
+		VALUES ('recreated', $1, $2)`, int64(end.Commit), int64(end.Prepare)); err != nil {
+		t.Fatal(err)
+	}
+
+	recreated := esdbfake.Start(t)
+	appendESDBAgent(t, openStore(t, recreated), 1, "new")
+	fatal, delivered := subscribeFor(t, pool, recreated, "recreated")
+	select {
+	case err := <-fatal:
+		if !errors.Is(err, errPastEnd) || !strings.Contains(err.Error(), "lectern replay") {
+			t.Errorf("fatal: %v; want the checkpoint past the end of the log, and what to do", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("checkpoint %v, past the recreated log's end: not stopped (OnFatal) after 5 s", end)
+	}
+	if n := delivered.Load(); n != 0 {
+		t.Errorf("%d events delivered from past the end of the log", n)
+	}
+}
+
+// A checkpoint at the end of the log itself, where the server checkpoints a
+// filtered subscription when the log ends with system events, is no
+// checkpoint past the end: the projection resumes from it.
+func TestESDBResumesFromACheckpointAtTheLogsEnd(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	url := esdbfake.Start(t)
+	appendESDBAgent(t, openStore(t, url), 1, "before")
+	if _, err := rawClient(t, url).AppendToStream(context.Background(), "$lectern-test", client.AppendToStreamOptions{},
+		client.EventData{EventID: uuid.New(), EventType: "$test", ContentType: client.ContentTypeJson, Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	end := esdbfake.LogEnd(t, url)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO esdb_checkpoints (consumer_group, commit_position, prepare_position)
+		VALUES ('at-end', $1, $2)`, int64(end.Commit), int64(end.Prepare)); err != nil {
+		t.Fatal(err)
+	}
+	fatal, delivered := subscribeFor(t, pool, url, "at-end")
+	appendESDBAgent(t, openStore(t, url), 2, "after")
+	poll.Must(t, 10*time.Second, "the event appended after the checkpoint delivered", func() bool {
+		select {
+		case err := <-fatal:
+			t.Fatalf("stopped: %v", err)
+		default:
+		}
+		return delivered.Load() == 1
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
+	"google.golang.org/grpc/codes"
 
 	"lectern/eventstore"
 )
@@ -335,6 +336,46 @@ func (s *Store) LogEnd(ctx context.Context) (eventstore.Position, error) {
 		return eventstore.Position{}, fmt.Errorf("esdb: log end: %w", err)
 	}
 	return end, nil
+}
+
+// PastEnd reports whether p is past the end of the server's log: a
+// checkpoint kept from a log since recreated, or restored from a backup older
+// than the checkpoint's. A subscription from there is confirmed and goes live
+// at once, then passes over every event the new log takes until it grows past
+// p. The server refuses a read backwards from past its writer checkpoint
+// (KurrentDB v25.0.0, TFChunkReader.cs:89-93: "Requested position ... is
+// greater than writer checkpoint"), with Unknown "Unexpected ReadAllResult:
+// Error" (StorageReaderWorker.All.cs, Enumerator.ReadAllBackwards.cs); from
+// the writer checkpoint itself, where a filtered subscription's last
+// checkpoint may be, it reads the last record. Only a position past the log's
+// last record is read from: other positions cost the one read of LogEnd.
+func (s *Store) PastEnd(ctx context.Context, p eventstore.Position) (bool, error) {
+	last, err := s.LogEnd(ctx)
+	if err != nil {
+		return false, err
+	}
+	if p.Commit <= last.Commit {
+		return false, nil
+	}
+	_, err = s.read(ctx, func(c *client.Client) (*client.ReadStream, error) {
+		return c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Backwards,
+			From: client.Position{Commit: p.Commit, Prepare: p.Prepare}}, 1)
+	}, func(*client.RecordedEvent) bool { return false })
+	switch {
+	case err == nil:
+		return false, nil
+	case pastWriterCheckpoint(err):
+		return true, nil
+	}
+	return false, fmt.Errorf("esdb: read back from %v: %w", p, err)
+}
+
+// pastWriterCheckpoint: the server's answer to a read of $all backwards
+// from past the end of its log (see PastEnd); later servers add
+// " >> " and the exception's message.
+func pastWriterCheckpoint(err error) bool {
+	st, ok := grpcStatus(err)
+	return ok && st.Code() == codes.Unknown && strings.HasPrefix(st.Message(), "Unexpected ReadAllResult: Error")
 }
 
 // read drains a read, keeping the events keep accepts (nil: all).

@@ -335,3 +335,33 @@ func TestCloseWhileACallWaits(t *testing.T) {
 		t.Error("a read succeeded after Close")
 	}
 }
+
+// PastEnd tells a checkpoint past the end of the log (one kept from a log
+// since recreated) from every position a subscription may hold: its events'
+// positions, and the end of the log itself, where a filtered subscription
+// checkpoints when the log ends with system events.
+func TestPastEnd(t *testing.T) {
+	url := esdbfake.Start(t)
+	s := open(t, url)
+	ctx := context.Background()
+	res, err := s.Append(ctx, "x-1", eventstore.NoStream, []eventstore.EventData{storetest.Event("x", 1), storetest.Event("x", 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := esdbfake.LogEnd(t, url)
+	for _, tc := range []struct {
+		name string
+		p    eventstore.Position
+		want bool
+	}{
+		{"the last event", res.Position, false},
+		{"the end of the log", end, false},
+		{"a byte past the end", eventstore.Position{Commit: end.Commit + 1}, true},
+		{"far past the end", eventstore.Position{Commit: end.Commit + 1<<40, Prepare: end.Commit + 1<<40}, true},
+	} {
+		past, err := s.PastEnd(ctx, tc.p)
+		if err != nil || past != tc.want {
+			t.Errorf("%s (%v): PastEnd = %v, %v; want %v", tc.name, tc.p, past, err, tc.want)
+		}
+	}
+}

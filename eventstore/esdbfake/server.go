@@ -16,7 +16,8 @@
 // position of $all with a prepare past its commit is refused with Unknown; a
 // read from inside a record fails with Unknown, a subscription from there is
 // confirmed and then dropped with InvalidArgument; a read forwards from past
-// the last record is empty, a subscription from there goes live; filtered
+// the last record is empty, a subscription from there goes live, and a read
+// backwards from past the end of the log fails with Unknown; filtered
 // subscriptions checkpoint at (C, 0), C the next record's position, once
 // more just before caught-up; and a repeated append of revision any is
 // recognised only within a window of recent writes (AnyDedupWindow). It can

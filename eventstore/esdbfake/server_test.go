@@ -669,3 +669,47 @@ func TestAnyRevisionRepeatsWithinAWindow(t *testing.T) {
 		t.Fatalf("%d events after a repeat past the window, want 2", n)
 	}
 }
+
+// A read of $all backwards may start at the end of the log (the writer
+// checkpoint, where a filtered subscription's last checkpoint is): it reads
+// the last record. Past it the server throws (KurrentDB v25.0.0,
+// TFChunkReader.cs:89-93: "Requested position ... is greater than writer
+// checkpoint"), caught as ReadAllResult.Error (StorageReaderWorker.All.cs)
+// and answered Unknown (Enumerator.ReadAllBackwards.cs, RpcExceptions.cs).
+func TestReadAllBackwardsFromPastTheEndFails(t *testing.T) {
+	s, c := start(t)
+	last := appendN(t, c, "a-1", 2)
+	end := esdbfake.LogEnd(t, s.URL())
+	if end.Commit <= last.CommitPosition {
+		t.Fatalf("log end %v not after the last record at %d", end, last.CommitPosition)
+	}
+	back := func(commit uint64) ([]*client.ResolvedEvent, error) {
+		rs, err := c.ReadAll(ctx(t), client.ReadAllOptions{Direction: client.Backwards, From: client.Position{Commit: commit}}, 1)
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Close()
+		var out []*client.ResolvedEvent
+		for {
+			ev, err := rs.Recv()
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			if err != nil {
+				return out, err
+			}
+			out = append(out, ev)
+		}
+	}
+	evs, err := back(end.Commit)
+	if err != nil || len(evs) != 1 || evs[0].OriginalEvent().Position.Commit != last.CommitPosition {
+		t.Errorf("backwards from the end: %d events, %v; want the last record", len(evs), err)
+	}
+	for _, past := range []uint64{end.Commit + 1, end.Commit + 1<<30} {
+		_, err := back(past)
+		st, ok := grpcStatus(err)
+		if !ok || st.Code() != codes.Unknown || st.Message() != "Unexpected ReadAllResult: Error" {
+			t.Errorf("backwards from %d, past the end %d: %v; want Unknown \"Unexpected ReadAllResult: Error\"", past, end.Commit, err)
+		}
+	}
+}
