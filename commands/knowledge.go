@@ -178,7 +178,11 @@ func (k *Knowledge) UpdateSettings(ctx context.Context, c aggregates.UpdateKnowl
 
 // RequestReindex queues a reindex job of the caller's document and records
 // the request. The job row is written first, so that a request whose event
-// stands always has its job; a failed append withdraws it.
+// stands always has its job; an append that surely wrote nothing withdraws
+// it. A job of the document that has not finished is the answer instead of
+// a new one: a document's text never changes, so it would do the same
+// work, and a burst of requests would queue as many jobs ahead of every
+// other user's (jobs run oldest first).
 func (k *Knowledge) RequestReindex(ctx context.Context, caller, knowledgeID int64) (queries.ReindexJob, Result, error) {
 	state, _, _, err := load(ctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument)
 	if err != nil {
@@ -186,6 +190,9 @@ func (k *Knowledge) RequestReindex(ctx context.Context, caller, knowledgeID int6
 	}
 	if !state.Exists() || state.OwnerID != caller {
 		return queries.ReindexJob{}, Result{}, derrors.New(derrors.ErrNotFound, "Knowledge document not found")
+	}
+	if job, ok, err := k.openJob(ctx, state); ok || err != nil {
+		return job, Result{}, err
 	}
 	jobID, err := nextID(ctx, k.d, "knowledge_job_ids")
 	if err != nil {
@@ -203,10 +210,50 @@ func (k *Knowledge) RequestReindex(ctx context.Context, caller, knowledgeID int6
 			return aggregates.DecideRequestReindex(d, aggregates.RequestReindex{KnowledgeID: knowledgeID, CallerID: caller, JobID: jobID})
 		})
 	if err != nil {
-		_, _ = k.d.DB.Exec(context.WithoutCancel(ctx), `DELETE FROM knowledge_reindex_jobs WHERE job_id = $1 AND status = 'queued'`, jobID)
+		if wroteNothing(err) {
+			_, _ = k.d.DB.Exec(context.WithoutCancel(ctx), `DELETE FROM knowledge_reindex_jobs WHERE job_id = $1 AND status = 'queued'`, jobID)
+		}
+		// Else the request may stand (an answer lost after the commit): the
+		// job stays, and runs once the request is read, or is dropped by
+		// the worker after requestGrace if it never was recorded.
 		return queries.ReindexJob{}, Result{}, err
 	}
 	return job, res, nil
+}
+
+// openJob is the first of the document's jobs whose request its history
+// holds and that has not finished (queued, or running), if any.
+func (k *Knowledge) openJob(ctx context.Context, doc aggregates.KnowledgeDocument) (queries.ReindexJob, bool, error) {
+	var open []int64
+	for id, status := range doc.Jobs {
+		if status == aggregates.JobQueued {
+			open = append(open, id)
+		}
+	}
+	if len(open) == 0 {
+		return queries.ReindexJob{}, false, nil
+	}
+	var j queries.ReindexJob
+	err := k.d.DB.QueryRow(ctx, `
+		SELECT job_id, knowledge_id, status, requested_at, started_at, finished_at, chunks_total, chunks_done, error
+		FROM knowledge_reindex_jobs WHERE job_id = ANY($1) AND knowledge_id = $2 AND status IN ('queued', 'running')
+		ORDER BY job_id LIMIT 1`, open, doc.ID).
+		Scan(&j.JobID, &j.KnowledgeID, &j.Status, &j.RequestedAt, &j.StartedAt, &j.FinishedAt, &j.ChunksTotal, &j.ChunksDone, &j.Error)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return queries.ReindexJob{}, false, nil // finished since (the row first, then its event)
+	}
+	return j, err == nil, err
+}
+
+// wroteNothing reports whether a command's error means that it appended
+// nothing: its decision refused it, its version was taken by others each
+// time, or the events were too large. Anything else (a time-out, the store
+// out of reach: ErrUnavailable) may have come after the commit.
+func wroteNothing(err error) bool {
+	var domain *derrors.Error
+	var field *derrors.FieldError
+	return (errors.As(err, &domain) || errors.As(err, &field)) && !errors.Is(err, derrors.ErrUnavailable) ||
+		errors.Is(err, eventstore.ErrAppendTooLarge)
 }
 
 // index rebuilds a document's chunks and vectors, reporting progress after
@@ -358,9 +405,13 @@ func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64, le
 		return k.unrequested(ctx, jobID, lease)
 	}
 	k.logger.Info("reindex job started", "job_id", jobID, "knowledge_id", knowledgeID)
-	total, err := k.reindex(ctx, jobID, doc)
+	total, err := k.reindex(ctx, jobID, doc, &lease)
 	if ctx.Err() != nil {
 		return ctx.Err() // stopping: the lease runs out and a worker resumes the job
+	}
+	if errors.Is(err, errLostLease) {
+		k.logger.Warn("reindex job taken over: its lease ran out while it ran", "job_id", jobID)
+		return nil
 	}
 	finish := aggregates.FinishReindex{KnowledgeID: knowledgeID, JobID: jobID, ChunksTotal: total}
 	if err != nil {
@@ -370,22 +421,30 @@ func (k *KnowledgeJobs) runJob(ctx context.Context, jobID, knowledgeID int64, le
 	}
 	wctx := WithMetadata(ctx, eventstore.Metadata{CorrelationID: fmt.Sprintf("reindex-job:%d", jobID),
 		CausationID: fmt.Sprintf("reindex-job:%d", jobID)})
-	if _, _, err := execute(wctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument,
+	state, res, err := execute(wctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument,
 		func(d aggregates.KnowledgeDocument) ([]events.Event, error) {
 			return aggregates.DecideFinishReindex(d, finish)
-		}); err != nil {
+		})
+	if err != nil {
 		return err
 	}
-	status := aggregates.JobCompleted
-	if finish.Error != nil {
-		status = aggregates.JobFailed
-	}
-	_, err = k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = $2, finished_at = GREATEST($3, started_at), error = $4, lease_until = NULL,
-		chunks_total = CASE WHEN $2 = 'completed' THEN $5 ELSE chunks_total END,
-		chunks_done = CASE WHEN $2 = 'completed' THEN $5 ELSE chunks_done END
-		WHERE job_id = $1`, jobID, status, k.d.Now().UTC().Truncate(time.Microsecond), finish.Error, total)
+	// The row says what the history says: this run's outcome if it was
+	// recorded, else the one recorded before (a run this worker resumed
+	// after a stop), whose counts and error the row holds already. Only
+	// under this worker's lease: a worker that outlived it, and whose
+	// job another took over and finished, leaves that one's row alone.
+	_, err = k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET status = $2, finished_at = GREATEST($3, started_at), lease_until = NULL,
+		error = CASE WHEN $6 THEN $4 ELSE error END,
+		chunks_total = CASE WHEN $6 AND $2 = 'completed' THEN $5 ELSE chunks_total END,
+		chunks_done = CASE WHEN $6 AND $2 = 'completed' THEN $5 ELSE chunks_done END
+		WHERE job_id = $1 AND status = 'running' AND lease_until = $7`,
+		jobID, state.Jobs[jobID], k.d.Now().UTC().Truncate(time.Microsecond), finish.Error, total, res.Appended, lease)
 	return err
 }
+
+// errLostLease is a reindex job whose lease ran out while it ran: another
+// worker may have it now.
+var errLostLease = errors.New("reindex job: its lease ran out")
 
 // jobError is what a failed reindex job keeps of its error, in its event
 // (in clear: it is no personal field), its row and the log: an embedder's
@@ -459,8 +518,10 @@ func blobOf(doc aggregates.KnowledgeDocument) *blobs.Ref {
 	return &blobs.Ref{Hash: doc.ContentHash, Size: doc.ContentSize}
 }
 
-// reindex indexes doc, as runJob loaded it, again for job jobID.
-func (k *KnowledgeJobs) reindex(ctx context.Context, jobID int64, doc aggregates.KnowledgeDocument) (int, error) {
+// reindex indexes doc, as runJob loaded it, again for job jobID, held
+// under lease, which each report of progress renews (errLostLease when the
+// job is no longer held so).
+func (k *KnowledgeJobs) reindex(ctx context.Context, jobID int64, doc aggregates.KnowledgeDocument, lease *time.Time) (int, error) {
 	if !doc.Exists() {
 		return 0, errors.New("the document does not exist")
 	}
@@ -469,9 +530,16 @@ func (k *KnowledgeJobs) reindex(ctx context.Context, jobID int64, doc aggregates
 		return 0, err
 	}
 	return k.index(ctx, doc.ID, doc.OwnerID, blobOf(doc), text, func(done, total int) error {
-		now := k.d.Now().UTC()
-		_, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET chunks_done = $2, chunks_total = $3, lease_until = $4
-			WHERE job_id = $1`, jobID, done, total, now.Add(k.lease))
-		return err
+		renewed := k.d.Now().UTC().Truncate(time.Microsecond).Add(k.lease)
+		tag, err := k.d.DB.Exec(ctx, `UPDATE knowledge_reindex_jobs SET chunks_done = $2, chunks_total = $3, lease_until = $4
+			WHERE job_id = $1 AND status = 'running' AND lease_until = $5`, jobID, done, total, renewed, *lease)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errLostLease
+		}
+		*lease = renewed
+		return nil
 	})
 }
