@@ -336,3 +336,47 @@ func TestKnowledgePassages(t *testing.T) {
 		t.Errorf("Passages with another user's document: %+v, want no hits", got)
 	}
 }
+
+// A reindex that commits between a search's read of the vectors and its
+// read of the hits' texts replaces every chunk (new ids): the search runs
+// again on the new chunks, and never answers a passage without its text.
+// One that keeps replacing them leaves such hits out.
+func TestKnowledgeSearchDuringAReindex(t *testing.T) {
+	pool := pgtest.Fresh(t)
+	ctx := context.Background()
+	searchFixtures(t, pool)
+	k, err := queries.NewKnowledgeSearch(queries.New(pool), searchQueries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reindexes := 0
+	reindex := func() {
+		// Indexing's one transaction: every chunk of document 1 under a new id.
+		reindexes++
+		fixture(t, pool, `UPDATE knowledge_chunks SET id = id + 100 WHERE knowledge_id = 1`)
+	}
+	queries.BetweenReads(k, func() {
+		if reindexes == 0 {
+			reindex()
+		}
+	})
+	hits, err := k.Search(ctx, 1, 1, "apple pie")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []queries.SearchHit{
+		{KnowledgeID: 1, ChunkID: 110, Text: "ten", Score: 1, Rank: 1},
+		{KnowledgeID: 1, ChunkID: 116, Text: "sixteen", Score: 3 / r10, Rank: 2},
+		{KnowledgeID: 1, ChunkID: 112, Text: "twelve", Score: 1 / r2, Rank: 3},
+		{KnowledgeID: 1, ChunkID: 113, Text: "thirteen", Score: 1 / r2, Rank: 4},
+	}
+	if diff := cmp.Diff(want, hits, approx); diff != "" {
+		t.Errorf("a search across a reindex (-want +got):\n%s", diff)
+	}
+
+	queries.BetweenReads(k, reindex) // a reindex before each read of the texts
+	hits, err = k.Search(ctx, 1, 1, "apple pie")
+	if err != nil || len(hits) != 0 {
+		t.Errorf("a search across two reindexes: %+v, %v; want no hits rather than hits without their text", hits, err)
+	}
+}

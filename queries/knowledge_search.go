@@ -17,6 +17,9 @@ type KnowledgeSearch struct {
 	reads    *DB
 	embedder knowledge.Embedder
 	vectors  *vectorCache
+	// betweenReads, if set, runs between a search's two reads (a test's
+	// reindex).
+	betweenReads func()
 }
 
 // NewKnowledgeSearch refuses missing dependencies.
@@ -59,25 +62,13 @@ func (k *KnowledgeSearch) search(ctx context.Context, s KnowledgeSettings, query
 	if err != nil {
 		return nil, fmt.Errorf("knowledge %d min_score %q: %w", s.KnowledgeID, s.MinScore, err)
 	}
-	cands, err := k.vectors.candidates(ctx, s.KnowledgeID)
-	if err != nil {
-		return nil, err
-	}
 	vs, err := k.embedder.Embed(ctx, []string{query})
 	if err != nil {
 		return nil, derrors.New(derrors.ErrBadGateway, "The embeddings service failed")
 	}
-	hits := knowledge.Search(vs[0], cands, s.TopK, minScore)
-	ids := make([]int64, len(hits))
-	for i, h := range hits {
-		ids[i] = h.ID
-	}
-	texts, err := k.vectors.texts(ctx, ids)
+	hits, err := k.match(ctx, s, vs[0], minScore)
 	if err != nil {
 		return nil, err
-	}
-	for i := range hits {
-		hits[i].Text = texts[hits[i].ID]
 	}
 	if s.RerankerEnabled {
 		hits = knowledge.Rerank(query, hits, s.RerankerTopN)
@@ -87,6 +78,42 @@ func (k *KnowledgeSearch) search(ctx context.Context, s KnowledgeSettings, query
 		out[i] = SearchHit{KnowledgeID: s.KnowledgeID, ChunkID: h.ID, Text: h.Text, Score: h.Score, Rank: i + 1}
 	}
 	return out, nil
+}
+
+// match is the chunks of the document nearest to the query's vector, with
+// their texts. The vectors and the texts are two reads: a reindex that
+// commits in between replaces every chunk, and its old ids have no text
+// any more. The search then runs again on the new chunks; a hit whose text
+// is still missing (another reindex) is left out, never answered empty.
+func (k *KnowledgeSearch) match(ctx context.Context, s KnowledgeSettings, query []float32, minScore float64) ([]knowledge.Hit, error) {
+	for attempt := 1; ; attempt++ {
+		cands, err := k.vectors.candidates(ctx, s.KnowledgeID)
+		if err != nil {
+			return nil, err
+		}
+		if k.betweenReads != nil {
+			k.betweenReads()
+		}
+		hits := knowledge.Search(query, cands, s.TopK, minScore)
+		ids := make([]int64, len(hits))
+		for i, h := range hits {
+			ids[i] = h.ID
+		}
+		texts, err := k.vectors.texts(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		found := hits[:0]
+		for _, h := range hits {
+			if text, ok := texts[h.ID]; ok {
+				h.Text = text
+				found = append(found, h)
+			}
+		}
+		if len(found) == len(hits) || attempt == 2 {
+			return found, nil
+		}
+	}
 }
 
 // Passages searches each of the caller's documents ids (in order) for query
