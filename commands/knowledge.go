@@ -331,7 +331,14 @@ func (k indexer) index(ctx context.Context, id, owner int64, blob *blobs.Ref, co
 // that is queued, or running with an expired lease (its worker stopped), so
 // that jobs survive a restart. Any number of workers may run at once.
 func (k *KnowledgeJobs) RunJobs(ctx context.Context) {
+	var repaired time.Time
 	for ctx.Err() == nil {
+		if now := k.d.Now(); now.Sub(repaired) >= repairEvery {
+			repaired = now
+			if _, err := k.QueueUnindexed(ctx); err != nil && ctx.Err() == nil {
+				k.logger.Error("reindex worker: queueing the jobs of unindexed documents", "error", err)
+			}
+		}
 		worked, err := k.RunOneJob(ctx)
 		if err != nil && ctx.Err() == nil {
 			k.logger.Error("reindex worker", "error", err)
@@ -346,6 +353,56 @@ func (k *KnowledgeJobs) RunJobs(ctx context.Context) {
 		}
 		t.Stop()
 	}
+}
+
+// Once a document is recorded its upload has succeeded, and its index is
+// the upload's to build, or a reindex job's (Upload): a process that died
+// in between left it with neither. QueueUnindexed finds such documents,
+// recorded more than unindexedGrace ago (an upload's own indexing and its
+// job's request end within a write's bound) with no chunk and no job at
+// all, and queues their jobs; a document whose job failed is its owner's
+// to ask again. The worker runs it every repairEvery.
+const (
+	unindexedGrace = 10 * time.Minute
+	repairEvery    = time.Minute
+	repairBatch    = 100
+)
+
+// QueueUnindexed queues a reindex job for each document left unindexed (see
+// above), up to repairBatch of them, and returns how many it queued.
+func (k *KnowledgeJobs) QueueUnindexed(ctx context.Context) (int, error) {
+	rows, err := k.d.DB.Query(ctx, `
+		SELECT d.id, d.user_id FROM knowledge_documents d
+		WHERE d.created_at < $1
+		  AND NOT EXISTS (SELECT 1 FROM knowledge_chunks c WHERE c.knowledge_id = d.id)
+		  AND NOT EXISTS (SELECT 1 FROM knowledge_reindex_jobs j WHERE j.knowledge_id = d.id)
+		ORDER BY d.id LIMIT $2`, k.d.Now().Add(-unindexedGrace), repairBatch)
+	if err != nil {
+		return 0, err
+	}
+	type doc struct{ id, owner int64 }
+	docs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (doc, error) {
+		var d doc
+		err := row.Scan(&d.id, &d.owner)
+		return d, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	queued := 0
+	for _, d := range docs {
+		wctx := WithMetadata(ctx, eventstore.Metadata{UserID: d.owner, CorrelationID: fmt.Sprintf("unindexed-document:%d", d.id)})
+		job, _, err := (&Knowledge{d: k.d, indexer: k.indexer}).RequestReindex(wctx, d.owner, d.id)
+		if errors.Is(err, derrors.ErrNotFound) {
+			continue // erased, or its read model ahead of its stream
+		}
+		if err != nil {
+			return queued, fmt.Errorf("knowledge document %d: %w", d.id, err)
+		}
+		k.logger.Warn("reindex job queued for a document left unindexed", "knowledge_id", d.id, "job_id", job.JobID)
+		queued++
+	}
+	return queued, nil
 }
 
 // RunOneJob claims and runs one job; false when there was none.

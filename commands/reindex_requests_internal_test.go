@@ -240,3 +240,93 @@ func TestAWorkerPastItsLeaseLeavesTheJobToItsNewWorker(t *testing.T) {
 			job.JobID, row.Status, row.Error, err, state.Jobs[job.JobID], lerr)
 	}
 }
+
+// crashAfterUploadAppend appends for real, then dies (as a process killed at
+// failpoint.AppendCommitted) on the append of an upload.
+type crashAfterUploadAppend struct{ eventstore.Store }
+
+type crashed struct{}
+
+func (s crashAfterUploadAppend) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
+	res, err := s.Store.Append(ctx, stream, expected, evs)
+	if err == nil && len(evs) > 0 && evs[0].Type == (events.KnowledgeDocumentUploaded{}).EventType() {
+		panic(crashed{})
+	}
+	return res, err
+}
+
+// An upload whose process died once its document was recorded, before its
+// indexing, left a listed document that nothing indexed: the worker now
+// queues its job once it is past unindexedGrace. A document indexing has
+// not had its time yet, and one whose job failed (its owner's to ask
+// again), are left alone.
+func TestAnUploadCutShortAfterItsAppendIsIndexedLater(t *testing.T) {
+	ctx := context.Background()
+	clock := clocktest.New(time.Now().UTC().Truncate(time.Microsecond))
+	d := knowledgeDeps(t, nil)
+	d.Now = clock.Now
+	dying := d
+	dying.Store = crashAfterUploadAppend{d.Store}
+	cut, err := NewKnowledge(dying)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if _, ok := recover().(crashed); !ok {
+				t.Fatal("the upload did not die after its append")
+			}
+		}()
+		_, _, _, _ = cut.Upload(ctx, aggregates.UploadKnowledgeDocument{OwnerID: 7, Title: "cells", ContentType: "text/plain",
+			Size: int64(len(cellsText)), Content: cellsText})
+	}()
+	k, err := NewKnowledge(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := uploadCells(t, k, 8)
+	if _, err := d.DB.Exec(ctx, `DELETE FROM knowledge_chunks WHERE knowledge_id = $1`, failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DB.Exec(ctx, `INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at, finished_at, error)
+		VALUES (999, $1, 8, 'failed', $2, $2, 'embeddings: status 503')`, failed, clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The documents' rows, as the knowledge projection writes them.
+	listed := func(id, owner int64) {
+		t.Helper()
+		if _, err := d.DB.Exec(ctx, `INSERT INTO knowledge_documents (id, user_id, title, content_type, size, created_at, updated_at, version)
+			VALUES ($1, $2, 'cells', 'text/plain', 10, $3, $3, 1) ON CONFLICT (id) DO NOTHING`, id, owner, clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const cutShort = int64(1)
+	listed(cutShort, 7)
+	listed(failed, 8)
+
+	jobs, err := NewKnowledgeJobs(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := jobs.QueueUnindexed(ctx); err != nil || n != 0 {
+		t.Fatalf("within the grace: %d queued, %v; want none", n, err)
+	}
+	clock.Advance(unindexedGrace + time.Second)
+	if n, err := jobs.QueueUnindexed(ctx); err != nil || n != 1 {
+		t.Fatalf("past the grace: %d queued, %v; want the document cut short", n, err)
+	}
+	if n, err := jobs.QueueUnindexed(ctx); err != nil || n != 0 {
+		t.Fatalf("again: %d queued, %v; want none (its job is queued)", n, err)
+	}
+	if worked, err := jobs.RunOneJob(ctx); err != nil || !worked {
+		t.Fatalf("worked %v, %v", worked, err)
+	}
+	var chunks, failedChunks int
+	if err := d.DB.QueryRow(ctx, `SELECT (SELECT count(*) FROM knowledge_chunks WHERE knowledge_id = $1),
+		(SELECT count(*) FROM knowledge_chunks WHERE knowledge_id = $2)`, cutShort, failed).Scan(&chunks, &failedChunks); err != nil {
+		t.Fatal(err)
+	}
+	if chunks == 0 || failedChunks != 0 {
+		t.Errorf("chunks: %d of the document cut short (want some), %d of the one whose job failed (want none)", chunks, failedChunks)
+	}
+}
