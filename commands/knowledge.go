@@ -200,11 +200,18 @@ func (k *Knowledge) RequestReindex(ctx context.Context, caller, knowledgeID int6
 	}
 	job := queries.ReindexJob{JobID: jobID, KnowledgeID: knowledgeID, Status: aggregates.JobQueued,
 		RequestedAt: k.d.Now().UTC().Truncate(time.Microsecond)}
-	if _, err := k.d.DB.Exec(ctx, `
-		INSERT INTO knowledge_reindex_jobs (job_id, knowledge_id, user_id, status, requested_at) VALUES ($1, $2, $3, $4, $5)`,
-		job.JobID, job.KnowledgeID, caller, job.Status, job.RequestedAt); err != nil {
-		return queries.ReindexJob{}, Result{}, err
+	// A retry under an Idempotency-Key draws its dead attempt's job id, whose
+	// row may still wait for its request: that row is this job's.
+	var requestedAt time.Time
+	err = k.d.DB.QueryRow(ctx, `
+		INSERT INTO knowledge_reindex_jobs AS j (job_id, knowledge_id, user_id, status, requested_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (job_id) DO UPDATE SET job_id = j.job_id WHERE j.knowledge_id = $2 AND j.user_id = $3 AND j.status IN ('queued', 'running')
+		RETURNING requested_at`,
+		job.JobID, job.KnowledgeID, caller, job.Status, job.RequestedAt).Scan(&requestedAt)
+	if err != nil {
+		return queries.ReindexJob{}, Result{}, fmt.Errorf("queue reindex job %d: %w", job.JobID, err)
 	}
+	job.RequestedAt = requestedAt
 	_, res, err := execute(ctx, k.d, knowledgeStream(knowledgeID), aggregates.EvolveKnowledgeDocument,
 		func(d aggregates.KnowledgeDocument) ([]events.Event, error) {
 			return aggregates.DecideRequestReindex(d, aggregates.RequestReindex{KnowledgeID: knowledgeID, CallerID: caller, JobID: jobID})

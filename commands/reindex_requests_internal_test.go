@@ -330,3 +330,54 @@ func TestAnUploadCutShortAfterItsAppendIsIndexedLater(t *testing.T) {
 		t.Errorf("chunks: %d of the document cut short (want some), %d of the one whose job failed (want none)", chunks, failedChunks)
 	}
 }
+
+// A request under an Idempotency-Key whose append failed without knowing
+// whether it was written keeps its job; its retry, under the same key,
+// draws the same job id and takes that job (not a 503 for the duplicate).
+func TestAReindexRetriedUnderItsKeyTakesItsJob(t *testing.T) {
+	ctx := context.Background()
+	failing := true
+	d := knowledgeDeps(t, func(s eventstore.Store) eventstore.Store {
+		return flakyReindexAppends{Store: s, failing: &failing}
+	})
+	k, err := NewKnowledge(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := uploadCells(t, k, 7)
+	since := time.Now().UTC().Truncate(time.Microsecond)
+	if _, err := d.DB.Exec(ctx, `INSERT INTO idempotency_keys (user_id, key, request, status, headers, body, created_at)
+		VALUES (7, 'retry-me', 'POST reindex', 0, '{}', '', $1)`, since); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := k.RequestReindex(WithIdempotency(ctx, 7, "retry-me", since), 7, doc); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first attempt: %v", err)
+	}
+	failing = false
+	job, _, err := k.RequestReindex(WithIdempotency(ctx, 7, "retry-me", since), 7, doc)
+	if err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	var rows int
+	if err := d.DB.QueryRow(ctx, `SELECT count(*) FROM knowledge_reindex_jobs WHERE knowledge_id = $1`, doc).Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	state, _, _, err := load(ctx, d, knowledgeStream(doc), aggregates.EvolveKnowledgeDocument)
+	if err != nil || rows != 1 || state.Jobs[job.JobID] != aggregates.JobQueued {
+		t.Errorf("after the retry: %d job rows, job %d in the history %q (%v); want the one job, requested", rows, job.JobID, state.Jobs[job.JobID], err)
+	}
+}
+
+// flakyReindexAppends fails the appends of reindex requests, writing
+// nothing, while *failing.
+type flakyReindexAppends struct {
+	eventstore.Store
+	failing *bool
+}
+
+func (s flakyReindexAppends) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
+	if *s.failing && len(evs) > 0 && evs[0].Type == (events.KnowledgeReindexRequested{}).EventType() {
+		return eventstore.AppendResult{}, context.DeadlineExceeded
+	}
+	return s.Store.Append(ctx, stream, expected, evs)
+}
