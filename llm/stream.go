@@ -90,8 +90,12 @@ func attemptTimeout(m Model) time.Duration {
 
 // streamEcho answers as echo does, a word at a time: each piece is a word
 // with the spaces before it, the first without a pause. The pauses are
-// pacing, not work: together they take at most half the model's timeout,
-// so a long prompt streams faster rather than time out.
+// pacing, not work: together they are planned to take at most half the
+// model's timeout, so a long prompt streams faster rather than time out.
+// The plan is kept to, not each pause: a sleep lasts longer than asked
+// (by a timer's slack, a busy machine), and thousands of short pauses
+// added up past the timeout. A word a pause or more behind its time is not
+// waited for, and goes out with the others due by then, in one piece.
 func (g *Gateway) streamEcho(ctx context.Context, m Model, req Request, res *Result, onDelta func(string)) {
 	var answer Result
 	g.echo(m, req, &answer)
@@ -103,8 +107,10 @@ func (g *Gateway) streamEcho(ctx context.Context, m Model, req Request, res *Res
 	if n := len(pieces) - 1; n > 0 && pause*time.Duration(n) > attemptTimeout(m)/2 {
 		pause = attemptTimeout(m) / 2 / time.Duration(n)
 	}
-	for i, word := range pieces {
-		if i > 0 && pause > 0 {
+	start := g.clock.Now()
+	due := func(i int) time.Time { return start.Add(pause * time.Duration(i)) }
+	for i := 0; i < len(pieces); {
+		if i > 0 && pause > 0 && g.clock.Now().Sub(due(i)) < pause {
 			if err := g.clock.Sleep(actx, pause); err != nil {
 				res.Err = contextError(ctx, m)
 				if ctx.Err() == nil {
@@ -113,7 +119,13 @@ func (g *Gateway) streamEcho(ctx context.Context, m Model, req Request, res *Res
 				return
 			}
 		}
-		onDelta(word)
+		j := i + 1
+		if pause > 0 {
+			for now := g.clock.Now(); j < len(pieces) && now.Sub(due(j)) >= pause; j++ {
+			}
+		}
+		onDelta(strings.Join(pieces[i:j], ""))
+		i = j
 	}
 	res.Text, res.Usage = answer.Text, answer.Usage
 }

@@ -109,6 +109,43 @@ func TestStreamEchoPacingFitsTheTimeout(t *testing.T) {
 	}
 }
 
+// slowClock is a fakeClock whose sleeps last twice what was asked, as a
+// timer's slack does with short pauses on a busy machine.
+type slowClock struct{ fakeClock }
+
+func (c *slowClock) Sleep(ctx context.Context, d time.Duration) error {
+	return c.fakeClock.Sleep(ctx, 2*d)
+}
+
+// The pacing keeps to its plan however long each pause lasts: pauses that
+// overrun are not added up past the timeout (a prompt of 5 000 words, each
+// pause 0.5 ms asked and longer slept, took more than the echo model's 5 s
+// and failed the turn with a 502). A word a pause behind goes out with the
+// others due, without waiting.
+func TestStreamEchoKeepsToItsPlanWhenPausesOverrun(t *testing.T) {
+	t.Parallel()
+	clock := &slowClock{}
+	g := New(nil, WithClock(clock))
+	m, _ := g.Catalogue().ByName("echo")
+	m.StreamDelay, m.Timeout = 30*time.Millisecond, 5*time.Second
+	prompt := strings.TrimSpace(strings.Repeat("word ", 5001))
+	var d deltas
+	got := g.Stream(t.Context(), m, Request{Messages: []Message{{Role: RoleUser, Content: prompt}}}, d.add)
+	if got.Err != nil || got.Text != prompt || strings.Join(d.got(), "") != prompt {
+		t.Fatalf("result %+v, %d pieces joined to %d bytes; want the whole echo", got.Err, len(d.got()), len(strings.Join(d.got(), "")))
+	}
+	var total time.Duration
+	for _, p := range clock.slept() {
+		total += p
+	}
+	if plan := m.Timeout / 2; total > plan+2*plan/5000 {
+		t.Errorf("pauses of %s in all for a plan of %s", total, plan)
+	}
+	if n := len(d.got()); n < 2 || n > 5001 {
+		t.Errorf("%d pieces", n)
+	}
+}
+
 // A caller that gives up ends an echo stream between two words.
 func TestStreamEchoCancelled(t *testing.T) {
 	t.Parallel()
