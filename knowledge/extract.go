@@ -177,12 +177,27 @@ type extraction struct {
 	out       strings.Builder
 }
 
+// unreadable is the answer to a PDF the reader failed on. A runtime error
+// (an index out of range, which the reader recovers from itself too) is
+// its bug, met on a malformed file: its text says nothing to the user.
+func unreadable(err error) error {
+	var re runtime.Error
+	if errors.As(err, &re) {
+		return errors.New("unreadable PDF: the file is malformed")
+	}
+	return fmt.Errorf("unreadable PDF: %w", err)
+}
+
 func pdfText(ctx context.Context, data []byte, limits ExtractLimits) (text string, err error) {
 	defer func() {
 		// The PDF reader panics on some malformed files, and on reads that
 		// fail once the deadline has passed.
 		if r := recover(); r != nil {
-			text, err = "", fmt.Errorf("unreadable PDF: %v", r)
+			e, ok := r.(error)
+			if !ok {
+				e = fmt.Errorf("%v", r)
+			}
+			text, err = "", unreadable(e)
 		}
 	}()
 	x := &extraction{ctx: ctx, limits: limits, left: limits.MaxContentBytes,
@@ -192,7 +207,7 @@ func pdfText(ctx context.Context, data []byte, limits ExtractLimits) (text strin
 	}
 	r, err := pdf.NewReader(ctxReaderAt{ctx, bytes.NewReader(data)}, int64(len(data)))
 	if err != nil {
-		return "", fmt.Errorf("unreadable PDF: %w", err)
+		return "", unreadable(err)
 	}
 	root := r.Trailer().Key("Root").Key("Pages")
 	if err := x.walkPages(root, x.measurePage); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,8 @@ func TestPDFBombsAreRefused(t *testing.T) {
 		{"object stream of 10^12 objects", objStmPDF(packed, plain, "/N 1000000000000", "", nil), "unreadable PDF: an object stream counts 1000000000000 objects"},
 		{"object of 100 000 values", objStmPDF(append(packed[:3:3], "["+strings.Repeat("1 ", 100000)+"]"), plain, "", "", nil), "unreadable PDF: an object holds more than 65536 values"},
 		{"array hidden in a comment", objStmPDF(packed, plain, "", "", []byte("%["+strings.Repeat("1 ", 100000)+"]")), "unreadable PDF: an object stream holds a string, name or comment over 65536 bytes"},
+		// The reader indexes past its buffer: its runtime error is no answer.
+		{"startxref before the file", negativeStartxref(onePage(stream("BT (Hello) Tj ET"), helvetica)), "unreadable PDF: the file is malformed"},
 		{"encrypted object streams", objStmPDF(packed, plain, "", "/Encrypt << /Filter /Standard /V 1 /R 2 >> /ID [(a) (a)]", nil), "unreadable PDF: encrypted PDFs whose objects are compressed are not supported"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -329,4 +332,9 @@ func TestPDFExtractionsThatFindNoSlotGiveUp(t *testing.T) {
 	if text, err := knowledge.PDFText(context.Background(), pdf, knowledge.ExtractLimits{}); err != nil || !strings.Contains(text, "Cells divide") {
 		t.Errorf("with the slots free again: %q, %v", text, err)
 	}
+}
+
+// negativeStartxref is pdf with its startxref offset negated.
+func negativeStartxref(pdf []byte) []byte {
+	return regexp.MustCompile(`startxref\s+(\d+)`).ReplaceAll(pdf, []byte("startxref\n-$1"))
 }
