@@ -192,7 +192,7 @@ func (s *Server) createDocument(w http.ResponseWriter, r *http.Request, in input
 	}
 	var err error
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
-		err = readUploadForm(r, &c, s.deps.Extract)
+		err = readUploadForm(r, in.user.UserID, &c, s.deps.Extract)
 	} else {
 		err = readUploadJSON(r, &c)
 	}
@@ -233,7 +233,7 @@ func readUploadJSON(r *http.Request, c *aggregates.UploadKnowledgeDocument) erro
 
 // readUploadForm reads a multipart upload: a file part "file" and an
 // optional "title" (default: the file's name).
-func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument, limits knowledge.ExtractLimits) error {
+func readUploadForm(r *http.Request, reader int64, c *aggregates.UploadKnowledgeDocument, limits knowledge.ExtractLimits) error {
 	if err := r.ParseMultipartForm(MaxBodyBytes); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -267,9 +267,13 @@ func readUploadForm(r *http.Request, c *aggregates.UploadKnowledgeDocument, limi
 		// encoded; it is no part of the text (a file of a mark alone is blank).
 		c.Content = string(bytes.TrimPrefix(data, []byte("\uFEFF")))
 	case typePDF:
-		text, err := knowledge.PDFText(r.Context(), data, limits)
+		text, err := knowledge.PDFTextFor(r.Context(), reader, data, limits)
 		if errors.Is(err, knowledge.ErrBusy) {
 			return derrors.New(derrors.ErrUnavailable, "Too many documents are being read at once; retry in a moment")
+		}
+		if errors.Is(err, knowledge.ErrReaderBusy) {
+			return &derrors.RateLimitedError{RetryAfter: knowledge.MaxExtractWait,
+				Detail: "Your other documents are still being read (one at a time); send this one again once they are done"}
 		}
 		if errors.Is(err, knowledge.ErrTooLarge) || r.Context().Err() != nil {
 			return err // a 413, or the client gone (499)

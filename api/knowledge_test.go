@@ -110,6 +110,31 @@ func TestPDFReadingBusy(t *testing.T) {
 	}
 }
 
+// A user's PDFs are read one at a time, so that one user's files, each
+// taking the whole extraction timeout, cannot hold every slot and keep the
+// others' uploads waiting: a PDF whose turn does not come is a 429 to send
+// again, nothing recorded; another user's PDF is read meanwhile.
+func TestPDFReadOneAtATimePerUser(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u, other := e.signUp(t), e.signUp(t)
+	knowledge.HoldReaderInTests(t, u.ID, 20*time.Millisecond)
+	upload := func(access string) response {
+		t.Helper()
+		return e.uploadFile(t, access, "leaf.pdf", "application/pdf", knowledgetest.TinyPDF("Leaves"), "")
+	}
+	res := upload(u.Access)
+	wantBody(t, res, http.StatusTooManyRequests,
+		`{"detail":"Your other documents are still being read (one at a time); send this one again once they are done"}`)
+	if got := res.Header.Get("Retry-After"); got != "15" {
+		t.Errorf("Retry-After %q, want 15", got)
+	}
+	if n := num(t, e.do(t, "GET", documentsPath, nil, u.Access), "total"); n != 0 {
+		t.Errorf("%d documents recorded", n)
+	}
+	wantStatus(t, upload(other.Access), http.StatusCreated)
+}
+
 const cellText = "Mitochondria are the powerhouse of the cell. They make ATP through cellular respiration."
 
 func TestUploadDocument(t *testing.T) {

@@ -8,10 +8,12 @@ import (
 	"io"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ledongthuc/pdf"
+	"golang.org/x/sync/semaphore"
 
 	"lectern/admit"
 )
@@ -104,8 +106,10 @@ func ChunkCount(n, size, overlap int) int {
 // fails with ErrBusy.
 var extractSlots = admit.New(runtime.GOMAXPROCS(0)/2, MaxExtractWait, ErrBusy)
 
-// MaxExtractWait bounds an extraction's wait for a slot.
-const MaxExtractWait = 10 * time.Second
+// MaxExtractWait bounds an extraction's wait for a slot, and for its
+// reader's turn: longer than an extraction may take (the default timeout),
+// so that a document behind one that takes all of it still gets its turn.
+const MaxExtractWait = 15 * time.Second
 
 // ErrBusy is returned when no extraction slot came free in time.
 var ErrBusy = errors.New("knowledge: too many documents being read at once")
@@ -122,6 +126,97 @@ func BusyExtractionInTests(t testing.TB, wait time.Duration) { extractSlots.Hold
 func PDFText(ctx context.Context, data []byte, limits ExtractLimits) (string, error) {
 	text, _, err := pdfTextAsync(ctx, data, limits)
 	return text, err
+}
+
+// PDFTextFor is PDFText for reader (a user), whose documents are read one
+// at a time. The slots are taken in the order asked for, so a reader with
+// many documents waiting would hold them all, one after the other, and
+// every other reader's document behind them (ten uploads of a file that
+// takes the whole timeout, and the one slot of a small machine was that
+// reader's for the next hundred seconds). A reader whose turn did not come
+// within MaxExtractWait gets ErrReaderBusy.
+func PDFTextFor(ctx context.Context, reader int64, data []byte, limits ExtractLimits) (string, error) {
+	release, err := readerTurns.take(ctx, reader)
+	if err != nil {
+		return "", err
+	}
+	text, done, err := pdfTextAsync(ctx, data, limits)
+	go func() { <-done; release() }() // once the work has stopped, as the slot
+	return text, err
+}
+
+// ErrReaderBusy is returned when a reader's earlier documents were still
+// being read after MaxExtractWait.
+var ErrReaderBusy = errors.New("knowledge: this reader's other documents are being read")
+
+// readerTurns holds each reader's turn: a semaphore of one, kept while
+// someone holds or waits for it.
+var readerTurns = turns{m: map[int64]*turn{}}
+
+type turns struct {
+	mu   sync.Mutex
+	m    map[int64]*turn
+	wait time.Duration // 0: MaxExtractWait (a test's shorter wait)
+}
+
+// HoldReaderInTests takes reader's turn until t ends and shortens the wait
+// for a turn to wait: PDFTextFor then fails with ErrReaderBusy for reader
+// after it. Outside a test binary it panics.
+func HoldReaderInTests(t testing.TB, reader int64, wait time.Duration) {
+	if !testing.Testing() {
+		panic("knowledge: HoldReaderInTests outside a test binary")
+	}
+	release, err := readerTurns.take(context.Background(), reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readerTurns.mu.Lock()
+	before := readerTurns.wait
+	readerTurns.wait = wait
+	readerTurns.mu.Unlock()
+	t.Cleanup(func() {
+		readerTurns.mu.Lock()
+		readerTurns.wait = before
+		readerTurns.mu.Unlock()
+		release()
+	})
+}
+
+type turn struct {
+	sem   *semaphore.Weighted
+	users int
+}
+
+func (ts *turns) take(ctx context.Context, reader int64) (release func(), err error) {
+	ts.mu.Lock()
+	t := ts.m[reader]
+	if t == nil {
+		t = &turn{sem: semaphore.NewWeighted(1)}
+		ts.m[reader] = t
+	}
+	t.users++
+	wait := ts.wait
+	ts.mu.Unlock()
+	if wait <= 0 {
+		wait = MaxExtractWait
+	}
+	done := func() {
+		ts.mu.Lock()
+		if t.users--; t.users == 0 {
+			delete(ts.m, reader)
+		}
+		ts.mu.Unlock()
+	}
+	waiting, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	if err := t.sem.Acquire(waiting, 1); err != nil {
+		done()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, ErrReaderBusy
+	}
+	return func() { t.sem.Release(1); done() }, nil
 }
 
 // pdfTextAsync is PDFText, and a channel closed once the extraction's
