@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -382,4 +383,43 @@ func TestPromotionDecisionClaim(t *testing.T) {
 		"Another decision on this promotion request is under way")
 	claimAged("2 minutes")
 	wantStatus(t, e.do(t, "POST", path, map[string]any{}, admin.Access), http.StatusOK)
+}
+
+// Each request waits in the admins' list: one user files five at once
+// (one for each of a few organisations), then is told to wait, nothing
+// filed; another user is not. The bucket is in the user's export.
+func TestPromotionRequestsAreLimitedPerUser(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	u, other := e.signUp(t), e.signUp(t)
+	for i := range 5 {
+		e.requestPromotion(t, u, fmt.Sprintf("School %d of %s", i, u.Email))
+	}
+	res := e.do(t, "POST", "/user/partner-promotion-requests", map[string]any{"name": "Applicant", "email": u.Email, "org_name": "One more"}, u.Access)
+	wantDetail(t, res, http.StatusTooManyRequests, "Too many partner-role requests; wait for the admins' decision, or try again later")
+	if res.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After")
+	}
+	e.requestPromotion(t, other, "Another school of "+other.Email)
+	export := e.do(t, "GET", "/user/me/export", nil, u.Access)
+	wantStatus(t, export, http.StatusOK)
+	var got struct {
+		Requests []json.RawMessage `json:"promotion_requests"`
+		Buckets  []struct {
+			Kind string `json:"kind"`
+		} `json:"rate_limit_buckets"`
+	}
+	if err := json.Unmarshal(export.Body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Requests) != 5 {
+		t.Errorf("%d requests filed, want 5", len(got.Requests))
+	}
+	if !slices.ContainsFunc(got.Buckets, func(b struct {
+		Kind string `json:"kind"`
+	}) bool {
+		return b.Kind == "promotion-requests"
+	}) {
+		t.Errorf("the export's buckets %+v have no promotion-requests", got.Buckets)
+	}
 }

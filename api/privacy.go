@@ -431,7 +431,7 @@ func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) 
 		}
 		rows.rates = append(rows.rates, rateRecordJSON{Kind: r.Kind, ClientAddress: addr, Times: times})
 	}
-	buckets, err := q.RateBucketsOf(ctx, commands.JoinUserBucket(id), commands.TurnBucket(id), commands.UploadBucket(id), quota.Bucket(id))
+	buckets, err := q.RateBucketsOf(ctx, commands.JoinUserBucket(id), commands.TurnBucket(id), commands.UploadBucket(id), commands.PromotionBucket(id), quota.Bucket(id))
 	if err != nil {
 		return nil, err
 	}

@@ -130,6 +130,7 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{JoinUserBucket(u.ID)}},
 		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{TurnBucket(u.ID)}},
 		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{UploadBucket(u.ID)}},
+		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{PromotionBucket(u.ID)}},
 		{`DELETE FROM rate_buckets WHERE bucket = $1`, []any{quota.Bucket(u.ID)}},
 		{`DELETE FROM unique_claims WHERE scope = $1 AND owner = $2`, []any{emailScope, stream}},
 		// The blobs' refs before the blobs, in the order blobs.Sweep

@@ -44,6 +44,10 @@ type Limits struct {
 	// may cost seconds of a core to extract (a PDF, up to its timeout) and
 	// its chunks' embedding, on the embedder's bill.
 	Uploads ratelimit.Rate
+	// PromotionRequests: partner-role requests filed per user (a token
+	// bucket). Each waits in the admins' list for a decision: without a
+	// bound, one user could bury everyone else's there.
+	PromotionRequests ratelimit.Rate
 }
 
 // DefaultLimits are the limits a zero Limits stands for.
@@ -58,6 +62,9 @@ var DefaultLimits = Limits{
 	JoinFailures:    ratelimit.Window{N: 10, Size: time.Hour},
 	Turns:           ratelimit.Rate{N: DefaultTurnLimit, Per: time.Minute},
 	Uploads:         ratelimit.Rate{N: DefaultUploadLimit, Per: time.Minute},
+	// Five at once (a request for each of a few organisations, a typo put
+	// right), then one every few hours.
+	PromotionRequests: ratelimit.Rate{N: 5, Per: 24 * time.Hour},
 }
 
 // DefaultUploadLimit is the default of Limits.Uploads a minute: a course's
@@ -93,6 +100,7 @@ func (l Limits) withDefaults() Limits {
 	window(&l.JoinFailures, d.JoinFailures)
 	rate(&l.Turns, d.Turns)
 	rate(&l.Uploads, d.Uploads)
+	rate(&l.PromotionRequests, d.PromotionRequests)
 	return l
 }
 

@@ -17,6 +17,7 @@ import (
 	"lectern/eventstore"
 	"lectern/personal"
 	"lectern/queries"
+	"lectern/ratelimit"
 )
 
 // Uniqueness claim scopes of this area.
@@ -27,15 +28,23 @@ const (
 )
 
 // Organisations is the organisations, partners and promotion requests use cases.
-type Organisations struct{ d Deps }
+type Organisations struct {
+	d          Deps
+	limiter    *ratelimit.Limiter
+	promotions ratelimit.Rate // Limits.PromotionRequests
+}
 
 // NewOrganisations refuses missing dependencies.
 func NewOrganisations(d Deps) (*Organisations, error) {
 	if err := d.Validate(); err != nil {
 		return nil, err
 	}
-	return &Organisations{d: d}, nil
+	return &Organisations{d: d, limiter: ratelimit.New(d.DB, d.Now), promotions: d.Limits.withDefaults().PromotionRequests}, nil
 }
+
+// PromotionBucket is the token bucket of a user's partner-role requests
+// (erasure deletes it; the export shows it).
+func PromotionBucket(userID int64) string { return "promotion-requests:" + strconv.FormatInt(userID, 10) }
 
 func orgStream(id int64) string       { return eventstore.StreamName(events.CategoryOrganisation, id) }
 func partnerStream(id int64) string   { return eventstore.StreamName(events.CategoryPartner, id) }
@@ -145,6 +154,10 @@ func (o *Organisations) CreatePartner(ctx context.Context, c aggregates.CreatePa
 
 // RequestPromotion files a user's request for a role.
 func (o *Organisations) RequestPromotion(ctx context.Context, c aggregates.RequestPromotion) (aggregates.PromotionRequest, Result, error) {
+	if err := allow(ctx, o.limiter, PromotionBucket(c.UserID), o.promotions,
+		"Too many partner-role requests; wait for the admins' decision, or try again later"); err != nil {
+		return aggregates.PromotionRequest{}, Result{}, err
+	}
 	id, err := nextID(ctx, o.d, "promotion_ids")
 	if err != nil {
 		return aggregates.PromotionRequest{}, Result{}, err
