@@ -44,7 +44,9 @@ func NewOrganisations(d Deps) (*Organisations, error) {
 
 // PromotionBucket is the token bucket of a user's partner-role requests
 // (erasure deletes it; the export shows it).
-func PromotionBucket(userID int64) string { return "promotion-requests:" + strconv.FormatInt(userID, 10) }
+func PromotionBucket(userID int64) string {
+	return "promotion-requests:" + strconv.FormatInt(userID, 10)
+}
 
 func orgStream(id int64) string       { return eventstore.StreamName(events.CategoryOrganisation, id) }
 func partnerStream(id int64) string   { return eventstore.StreamName(events.CategoryPartner, id) }
