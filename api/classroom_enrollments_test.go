@@ -155,6 +155,11 @@ func TestEnrollStudentAccess(t *testing.T) {
 	// The student must have an account.
 	wantDetail(t, e.do(t, "POST", s.enrollPath(999999999), map[string]any{"class_id": class, "student_id": 999999999}, s.teacher.Access),
 		http.StatusNotFound, "Student not found")
+	// An erased user is gone.
+	erased := e.signUp(t)
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": erased.Password}, erased.Access), http.StatusNoContent)
+	wantDetail(t, e.do(t, "POST", s.enrollPath(erased.ID), map[string]any{"class_id": class, "student_id": erased.ID}, s.teacher.Access),
+		http.StatusNotFound, "Student not found")
 	// An admin may enroll for the partner.
 	wantStatus(t, e.do(t, "POST", s.enrollPath(student.ID), body, other.admin.Access), http.StatusCreated)
 	wantBody(t, e.do(t, "GET", "/user/class/enrollments", nil, plain.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)

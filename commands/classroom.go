@@ -303,7 +303,7 @@ func (c *Classroom) Enroll(ctx context.Context, orgID, classID int64, cmd aggreg
 	if err != nil {
 		return aggregates.Enrollment{}, Result{}, err
 	}
-	if !student.Exists() {
+	if !student.Exists() || student.Erased { // an erased user is gone
 		return aggregates.Enrollment{}, Result{}, derrors.New(derrors.ErrNotFound, "Student not found")
 	}
 	cmd.Now = c.now()
