@@ -118,6 +118,23 @@ func TestPartnerOfAnErasedUser(t *testing.T) {
 	}
 }
 
+// A partner record of a user is erased with the user: asked to erase it
+// before, the admin is told to erase the user (409); after, there is
+// nothing left to erase (204), not a 409 asking for what was done.
+func TestErasingThePartnerOfAnErasedUser(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	admin := asAdmin(t, e)
+	org := createOrg(t, e, admin)
+	u := e.signUp(t)
+	partner := createPartner(t, e, admin, org, u.ID)
+	erase := fmt.Sprintf("/admin/partners/%d/erase", partner)
+	wantDetail(t, e.do(t, "POST", erase, nil, admin.Access), http.StatusConflict,
+		fmt.Sprintf("This partner has a user account (user %d): erase the user, which erases the partner record too", u.ID))
+	wantStatus(t, e.do(t, "POST", fmt.Sprintf("/admin/users/%d/erase", u.ID), nil, admin.Access), http.StatusNoContent)
+	wantStatus(t, e.do(t, "POST", erase, nil, admin.Access), http.StatusNoContent)
+}
+
 // Logging out with an access token in place of the refresh token, a
 // refresh token twice, and refreshing a logged-out token are all refused
 // or harmless, never a 5xx.

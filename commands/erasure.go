@@ -97,6 +97,17 @@ func (x *Erasure) ErasePartner(ctx context.Context, partnerID, actor int64) (Res
 	if err != nil {
 		return Result{}, err
 	}
+	if p.Exists() && p.UserID != nil {
+		// Its data was the user's, erased with them: nothing is left to
+		// erase (not a 409 asking for the user's erasure, done already).
+		u, _, _, err := load(ctx, x.d, eventstore.StreamName(events.CategoryUser, *p.UserID), aggregates.EvolveUser)
+		if err != nil {
+			return Result{}, err
+		}
+		if u.Erased {
+			return Result{}, nil
+		}
+	}
 	if _, err := aggregates.DecideErasePartner(p, actor); err != nil {
 		return Result{}, err
 	}
