@@ -115,7 +115,6 @@ type authzWorld struct {
 	ownerKey string
 	own      [nCallers]owned
 	login    user // the public operations' account
-	asker    user // asks for promotions the admin decides
 	dropping int64
 }
 
@@ -148,7 +147,7 @@ func newAuthzWorld(t *testing.T, e *env) *authzWorld {
 	for _, c := range []caller{plainCaller, studentCaller, partnerACaller, assistantCaller, inactiveCaller, partnerBCaller} {
 		w.users[c] = e.signUp(t)
 	}
-	w.owner, w.login, w.asker = e.signUp(t), e.signUp(t), e.signUp(t)
+	w.owner, w.login = e.signUp(t), e.signUp(t)
 	for _, c := range signedIn {
 		w.tokens[c] = w.users[c].Access
 	}
@@ -610,7 +609,8 @@ func (w *authzWorld) rows(t *testing.T) []authzRow {
 	}
 	pending := func(decision string, b func() any) func(*testing.T, caller) (string, any) {
 		return func(t *testing.T, _ caller) (string, any) {
-			id := e.requestPromotion(t, w.asker, "Org "+uniqueEmail())
+			// A new asker each time: a user files five requests at once.
+			id := e.requestPromotion(t, e.signUp(t), "Org "+uniqueEmail())
 			return fmt.Sprintf("/admin/partner-promotion-requests/%d/%s", id, decision), b()
 		}
 	}
