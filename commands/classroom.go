@@ -330,7 +330,10 @@ func (c *Classroom) Enroll(ctx context.Context, orgID, classID int64, cmd aggreg
 		func(s aggregates.Enrollment) ([]events.Event, error) {
 			return aggregates.DecideCreateEnrollment(s, cmd)
 		})
-	if err != nil && active {
+	if err != nil && active && wroteNothing(err) {
+		// Else the enrollment may stand (an answer lost after the commit):
+		// its seat stays taken, freed later if its stream stays empty
+		// (abandoned seats).
 		c.seats().Release(ctx, class.ID, cmd.StudentID, stream)
 	}
 	return en, res, err
@@ -439,7 +442,9 @@ func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggreg
 	class, _, err = execute(ctx, c.d, classStream, aggregates.EvolveClass,
 		func(s aggregates.Class) ([]events.Event, error) { return aggregates.DecideUseInviteCode(s, use) })
 	if err != nil {
-		c.seats().Release(ctx, classID, userID, stream)
+		if wroteNothing(err) {
+			c.seats().Release(ctx, classID, userID, stream)
+		}
 		return aggregates.Enrollment{}, Result{}, err
 	}
 	invite, _ := class.Code(code)
@@ -453,6 +458,9 @@ func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggreg
 		})
 	if err != nil {
 		// The use stays counted: the class's history already holds it.
+		if !wroteNothing(err) {
+			return en, res, fmt.Errorf("join class %d: the invite code use was recorded, the enrollment perhaps: %w", class.ID, err)
+		}
 		c.seats().Release(ctx, classID, userID, stream)
 		return en, res, fmt.Errorf("join class %d: the invite code use was recorded but the enrollment was not: %w", class.ID, err)
 	}

@@ -252,17 +252,6 @@ func (k *Knowledge) openJob(ctx context.Context, doc aggregates.KnowledgeDocumen
 	return j, err == nil, err
 }
 
-// wroteNothing reports whether a command's error means that it appended
-// nothing: its decision refused it, its version was taken by others each
-// time, or the events were too large. Anything else (a time-out, the store
-// out of reach: ErrUnavailable) may have come after the commit.
-func wroteNothing(err error) bool {
-	var domain *derrors.Error
-	var field *derrors.FieldError
-	return (errors.As(err, &domain) || errors.As(err, &field)) && !errors.Is(err, derrors.ErrUnavailable) ||
-		errors.Is(err, eventstore.ErrAppendTooLarge)
-}
-
 // index rebuilds a document's chunks and vectors, reporting progress after
 // each batch; it returns the number of chunks. The old chunks give way to the
 // new in one transaction, so a search sees one index or the other.

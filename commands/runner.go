@@ -374,3 +374,15 @@ func abandonedClaim(ctx context.Context, q interface {
 func release(ctx context.Context, d Deps, scope, key, owner string) {
 	_, _ = d.DB.Exec(context.WithoutCancel(ctx), `DELETE FROM unique_claims WHERE scope = $1 AND key = $2 AND owner = $3`, scope, key, owner)
 }
+
+// wroteNothing reports whether a command's error means that it appended
+// nothing: its decision refused it, its version was taken by others each
+// time, or the events were too large. Anything else (a time-out, the store
+// out of reach: ErrUnavailable) may have come after the commit, and what
+// was reserved for the events (a seat, a job) must stay theirs.
+func wroteNothing(err error) bool {
+	var domain *derrors.Error
+	var field *derrors.FieldError
+	return (errors.As(err, &domain) || errors.As(err, &field)) && !errors.Is(err, derrors.ErrUnavailable) ||
+		errors.Is(err, eventstore.ErrAppendTooLarge)
+}
