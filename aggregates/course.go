@@ -39,6 +39,15 @@ type Course struct {
 // Exists reports whether the course was created.
 func (c Course) Exists() bool { return c.Version > 0 }
 
+// CheckTakesClasses refuses a class created in, or moved into, an archived
+// course: archived is a course's end, as ended is a class's.
+func (c Course) CheckTakesClasses() error {
+	if c.Status == CourseArchived {
+		return derrors.New(derrors.ErrConflict, "The course is archived: it takes no new classes")
+	}
+	return nil
+}
+
 // EvolveCourse applies one event.
 func EvolveCourse(c Course, env events.Envelope) Course {
 	switch e := env.Event.(type) {

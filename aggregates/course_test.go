@@ -1,6 +1,7 @@
 package aggregates_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -199,5 +200,15 @@ func TestEvolveCourse(t *testing.T) {
 		EndDate: ptr("2026-02-01"), CreatedBy: 9, CreatedAt: t0, UpdatedAt: t0.Add(2 * time.Minute), Version: 3}
 	if diff := cmp.Diff(want, c); diff != "" {
 		t.Errorf("state (-want +got):\n%s", diff)
+	}
+}
+
+// An archived course takes no new classes; a draft or active one does.
+func TestArchivedCourseTakesNoClasses(t *testing.T) {
+	for status, want := range map[string]error{"draft": nil, "active": nil, "archived": derrors.ErrConflict} {
+		err := aggregates.Course{Status: status}.CheckTakesClasses()
+		if (want == nil) != (err == nil) || want != nil && !errors.Is(err, want) {
+			t.Errorf("%s course: %v, want %v", status, err, want)
+		}
 	}
 }

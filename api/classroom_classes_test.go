@@ -428,3 +428,23 @@ func TestInviteCodesFollowTheClass(t *testing.T) {
 	wantStatus(t, e.do(t, "PATCH", path, fmt.Sprintf(`{"end_at":%q}`, yesterday.Format(time.RFC3339)), s.teacher.Access), http.StatusOK)
 	wantDetail(t, e.join(t, e.signUp(t), code), http.StatusConflict, "The invite code has expired")
 }
+
+// An archived course takes no new class, created in it or moved into it
+// (409, nothing recorded); a class already in it keeps its other changes.
+func TestArchivedCourseTakesNoNewClasses(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	s := openSchool(t, e)
+	course := num(t, e.createCourse(t, s, map[string]any{"title": "Old", "course_key": "OLD-" + uniqueEmail()}), "id")
+	inside := num(t, e.createClass(t, s, map[string]any{"name": "Inside", "course_id": course}), "id")
+	outside := num(t, e.createClass(t, s, map[string]any{"name": "Outside"}), "id")
+	wantStatus(t, e.do(t, "PATCH", s.at("/course/%d", course), map[string]any{"status": "archived"}, s.teacher.Access), http.StatusOK)
+
+	const refused = "The course is archived: it takes no new classes"
+	wantDetail(t, e.do(t, "POST", s.at("/classes?course_id=%d", course), map[string]any{"name": "New"}, s.teacher.Access),
+		http.StatusConflict, refused)
+	wantDetail(t, e.do(t, "PATCH", s.at("/classes/%d", outside), map[string]any{"course_id": course}, s.teacher.Access),
+		http.StatusConflict, refused)
+	wantStatus(t, e.do(t, "PATCH", s.at("/classes/%d", inside), map[string]any{"name": "Inside, renamed", "course_id": course}, s.teacher.Access),
+		http.StatusOK)
+}

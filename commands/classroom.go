@@ -223,7 +223,11 @@ func NormalizeInviteCode(code string) string { return strings.ToUpper(strings.Tr
 // given, must belong to the organisation.
 func (c *Classroom) CreateClass(ctx context.Context, cmd aggregates.CreateClass) (aggregates.Class, Result, error) {
 	if cmd.CourseID != nil {
-		if _, err := c.loadCourse(ctx, cmd.OrgID, *cmd.CourseID); err != nil {
+		course, err := c.loadCourse(ctx, cmd.OrgID, *cmd.CourseID)
+		if err != nil {
+			return aggregates.Class{}, Result{}, err
+		}
+		if err := course.CheckTakesClasses(); err != nil {
 			return aggregates.Class{}, Result{}, err
 		}
 	}
@@ -268,12 +272,19 @@ func (c *Classroom) CreateClass(ctx context.Context, cmd aggregates.CreateClass)
 // class's organisation.
 func (c *Classroom) UpdateClass(ctx context.Context, cmd aggregates.UpdateClass) (aggregates.Class, Result, error) {
 	cmd.Catalogue = c.catalogue()
-	if _, err := c.loadClass(ctx, cmd.OrgID, cmd.ClassID); err != nil {
+	class, err := c.loadClass(ctx, cmd.OrgID, cmd.ClassID)
+	if err != nil {
 		return aggregates.Class{}, Result{}, err
 	}
 	if cmd.CourseID.Set && cmd.CourseID.Value != nil {
-		if _, err := c.loadCourse(ctx, cmd.OrgID, *cmd.CourseID.Value); err != nil {
+		course, err := c.loadCourse(ctx, cmd.OrgID, *cmd.CourseID.Value)
+		if err != nil {
 			return aggregates.Class{}, Result{}, err
+		}
+		if moved := class.CourseID == nil || *class.CourseID != course.ID; moved {
+			if err := course.CheckTakesClasses(); err != nil {
+				return aggregates.Class{}, Result{}, err
+			}
 		}
 	}
 	return execute(ctx, c.d, eventstore.StreamName(events.CategoryClass, cmd.ClassID), aggregates.EvolveClass,
