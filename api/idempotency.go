@@ -26,6 +26,27 @@ type bufferedResponse struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	// conn is the writer the answer goes out on, if any: its connection's
+	// deadlines are the handler's to move (a turn may answer after the
+	// server's WriteTimeout), though what it writes is kept here.
+	conn http.ResponseWriter
+}
+
+// SetWriteDeadline and SetReadDeadline move conn's (http.ResponseController
+// finds them here); there is no Unwrap, which would let a Flush send the
+// answer's header before it is kept.
+func (b *bufferedResponse) SetWriteDeadline(t time.Time) error {
+	if b.conn == nil {
+		return http.ErrNotSupported
+	}
+	return http.NewResponseController(b.conn).SetWriteDeadline(t)
+}
+
+func (b *bufferedResponse) SetReadDeadline(t time.Time) error {
+	if b.conn == nil {
+		return http.ErrNotSupported
+	}
+	return http.NewResponseController(b.conn).SetReadDeadline(t)
 }
 
 func (b *bufferedResponse) Header() http.Header { return b.header }
@@ -174,7 +195,7 @@ func (s *Server) idempotently(w http.ResponseWriter, r *http.Request, userID int
 			}
 		}
 	}()
-	buf := &bufferedResponse{header: http.Header{}}
+	buf := &bufferedResponse{header: http.Header{}, conn: w}
 	hctx := commands.WithIdempotency(ctx, userID, key, since)
 	herr := handle(hctx, buf)
 	stopRenewing()

@@ -403,13 +403,13 @@ func (s *Server) runSession(w http.ResponseWriter, r *http.Request, in input) er
 	}
 	c.StyleParams, _ = in.body.Object("style_params")
 	c.FewShotExampleIDs, _ = in.body.Ints("few_shot_example_ids")
+	s.answerTurnLate(w, "run_practice_session")
 	if wantsStream(r) {
 		return s.streamTurn(w, r, http.StatusCreated, func(ctx context.Context, obs commands.TurnObserver) (aggregates.Session, commands.Result, error) {
 			c.Observer = obs
 			return s.deps.Commands.Sessions.Run(ctx, c)
 		})
 	}
-	s.answerTurnLate(w, "run_practice_session")
 	state, res, err := s.deps.Commands.Sessions.Run(r.Context(), c)
 	if err != nil {
 		return s.turnFailure(w, r, err)
@@ -424,13 +424,13 @@ func (s *Server) chatSession(w http.ResponseWriter, r *http.Request, in input) e
 	c.SessionID, _ = in.path.Int("session_id")
 	c.PromptText, _ = in.body.String("prompt_text")
 	c.ModelNames, _ = in.body.Strings("model_names")
+	s.answerTurnLate(w, "continue_practice_session")
 	if wantsStream(r) {
 		return s.streamTurn(w, r, http.StatusOK, func(ctx context.Context, obs commands.TurnObserver) (aggregates.Session, commands.Result, error) {
 			c.Observer = obs
 			return s.deps.Commands.Sessions.Continue(ctx, c)
 		})
 	}
-	s.answerTurnLate(w, "continue_practice_session")
 	state, res, err := s.deps.Commands.Sessions.Continue(r.Context(), c)
 	if err != nil {
 		return s.turnFailure(w, r, err)
@@ -440,10 +440,12 @@ func (s *Server) chatSession(w http.ResponseWriter, r *http.Request, in input) e
 	return nil
 }
 
-// answerTurnLate lets a turn answered whole (not streamed) answer as late
-// as its bound allows: the connection's write deadline, set as the request
-// was read (the server's WriteTimeout), may come first, and the client would
-// get nothing for a turn recorded. (A streamed turn moves it at each event.)
+// answerTurnLate lets a turn answer as late as its bound allows: the
+// connection's write deadline, set as the request was read (the server's
+// WriteTimeout), may come first, and the client would get nothing for a
+// turn recorded. This holds for a turn answered whole, and for a stream
+// kept whole (under an Idempotency-Key); a live stream moves it at each
+// event.
 func (s *Server) answerTurnLate(w http.ResponseWriter, opID string) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.writeBound(opID) + streamWriteWait))
 }

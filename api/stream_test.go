@@ -695,24 +695,42 @@ func TestTurnOutlastingTheWriteTimeoutAnswers(t *testing.T) {
 			`"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}`)
 	}))
 	t.Cleanup(slow.Close)
+	streamer := newStreamingProvider(t, []string{"slow ", "answer"}, 600*time.Millisecond, time.Millisecond)
 	e := newStreamEnv(t, streamEnvConfig{writeTimeout: 300 * time.Millisecond, models: []llm.Model{{ID: 1, Name: "slow",
-		Provider: llm.ProviderOpenAI, BaseURL: slow.URL + "/v1", ProviderModel: "m", Timeout: 5 * time.Second, Default: true}}})
+		Provider: llm.ProviderOpenAI, BaseURL: slow.URL + "/v1", ProviderModel: "m", Timeout: 5 * time.Second, Default: true},
+		streamer.model(2, "slow-stream")}})
 	c := sharedEnv(t).newClassroom(t, nil) // set up where requests have no write timeout
 
-	req, err := http.NewRequest(http.MethodPost, e.srv.URL+runPath(c.class), strings.NewReader(`{"prompt_text":"take your time"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.student.Access)
-	resp, err := e.httpClient().Do(req)
-	if err != nil {
-		list := sharedEnv(t).do(t, "GET", sessionsPath, nil, c.student.Access)
-		t.Fatalf("the client got no answer (%v), yet the turn was recorded: %d session(s)", err, num(t, list, "total"))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Errorf("status %d, want 201", resp.StatusCode)
+	// Under an Idempotency-Key the answer is kept whole until the turn is
+	// recorded (a stream too): the deadline must reach the connection
+	// through the kept answer (a review found the client cut off there).
+	for _, tc := range []struct{ name, accept, model, key string }{
+		{"whole", "application/json", "slow", ""},
+		{"whole, under a key", "application/json", "slow", "slow-whole-" + uniqueEmail()},
+		{"streamed, under a key", "text/event-stream", "slow-stream", "slow-stream-" + uniqueEmail()},
+	} {
+		req, err := http.NewRequest(http.MethodPost, e.srv.URL+runPath(c.class),
+			strings.NewReader(`{"prompt_text":"take your time","model_names":["`+tc.model+`"]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", tc.accept)
+		req.Header.Set("Authorization", "Bearer "+c.student.Access)
+		req.Close = true // a connection each: a deadline another request moved is not this one's
+		if tc.key != "" {
+			req.Header.Set("Idempotency-Key", tc.key)
+		}
+		resp, err := e.httpClient().Do(req)
+		if err != nil {
+			t.Errorf("%s: the client got no answer (%v), though the turn is recorded", tc.name, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || !strings.Contains(string(body), "slow answer") {
+			t.Errorf("%s: status %d %s, want 201 with the answer", tc.name, resp.StatusCode, body)
+		}
 	}
 }
 
