@@ -401,6 +401,15 @@ func CheckFewShotExamples(ids []int64, owned map[int64]bool) error {
 	return errors.Join(errs...)
 }
 
+// CheckSessionAgent refuses an inactive agent for a new session: its owner
+// switched it off. Sessions that started with it keep their snapshot.
+func CheckSessionAgent(id int64, active bool) error {
+	if !active {
+		return derrors.InvalidField("agent_id", id, fmt.Sprintf("agent %d is inactive: activate it, or choose another", id))
+	}
+	return nil
+}
+
 // CheckPrompt refuses a blank prompt.
 func CheckPrompt(text string) error {
 	if strings.TrimSpace(text) == "" {

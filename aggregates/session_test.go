@@ -448,3 +448,15 @@ func TestHistoryWindow(t *testing.T) {
 		t.Errorf("a window of 6 over a failed turn of a 4-byte prompt and a turn of 2: %d turns, want both", len(got))
 	}
 }
+
+// A new session may not name an agent its owner switched off.
+func TestCheckSessionAgent(t *testing.T) {
+	if err := aggregates.CheckSessionAgent(3, true); err != nil {
+		t.Errorf("an active agent: %v", err)
+	}
+	var fe *derrors.FieldError
+	if err := aggregates.CheckSessionAgent(3, false); !errors.As(err, &fe) || fe.Field != "agent_id" ||
+		fe.Msg != "agent 3 is inactive: activate it, or choose another" {
+		t.Errorf("an inactive agent: %v, want a field error at agent_id", err)
+	}
+}

@@ -263,3 +263,24 @@ func TestSessionOwnership(t *testing.T) {
 		`{"detail":[{"type":"int_parsing","loc":["path","session_id"],"msg":"Input should be a valid integer, unable to parse string as an integer","input":"abc"}]}`)
 	wantDetail(t, e.do(t, "DELETE", sessionPath(turn.SessionID), nil, c.student.Access), http.StatusMethodNotAllowed, "Method Not Allowed")
 }
+
+// An agent its owner switched off (is_active false) is not used for a new
+// session: 422 at agent_id, no model called, nothing recorded; switched on
+// again, it is.
+func TestRunRefusesAnInactiveAgent(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	c := e.newClassroom(t, nil)
+	res := e.do(t, "POST", "/agents", map[string]any{"name": "Retired", "system_prompt": "RETIRED PROMPT", "is_active": false}, c.student.Access)
+	wantStatus(t, res, http.StatusCreated)
+	agent := num(t, res, "agent_id")
+	wantBody(t, e.do(t, "POST", runPath(c.class), map[string]any{"prompt_text": "hi", "agent_id": agent}, c.student.Access),
+		http.StatusUnprocessableEntity, fmt.Sprintf(`{"detail":[{"type":"value_error","loc":["body","agent_id"],`+
+			`"msg":"Value error, agent %[1]d is inactive: activate it, or choose another","input":%[1]d,`+
+			`"ctx":{"error":"agent %[1]d is inactive: activate it, or choose another"}}]}`, agent))
+	if n := num(t, e.do(t, "GET", sessionsPath, nil, c.student.Access), "total"); n != 0 {
+		t.Errorf("%d sessions recorded", n)
+	}
+	wantStatus(t, e.do(t, "PATCH", fmt.Sprintf("/agents/%d", agent), map[string]any{"is_active": true}, c.student.Access), http.StatusOK)
+	wantStatus(t, e.do(t, "POST", runPath(c.class), map[string]any{"prompt_text": "hi", "agent_id": agent}, c.student.Access), http.StatusCreated)
+}

@@ -149,6 +149,9 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 		if err != nil {
 			return aggregates.Session{}, Result{}, err
 		}
+		if err := aggregates.CheckSessionAgent(a.ID, a.IsActive); err != nil {
+			return aggregates.Session{}, Result{}, err
+		}
 		agent = &events.AgentSnapshot{AgentID: a.ID, Name: a.Name, SystemPrompt: a.SystemPrompt, RoleDescription: a.RoleDescription}
 	}
 	links := make([]events.FewShotLink, len(c.FewShotExampleIDs))
