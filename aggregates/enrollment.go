@@ -110,6 +110,12 @@ func DecideCreateEnrollment(en Enrollment, cmd CreateEnrollment) ([]events.Event
 		return nil, derrors.InvalidField("completed_at", cmd.CompletedAt.UTC().Format(time.RFC3339Nano),
 			"completed_at must not be before enrolled_at")
 	}
+	if cmd.CompletedAt != nil && status != EnrollmentCompleted {
+		// An active enrollment that says when it was completed contradicts
+		// itself (a review recorded one).
+		return nil, derrors.InvalidField("completed_at", cmd.CompletedAt.UTC().Format(time.RFC3339Nano),
+			"completed_at is for a completed enrollment (status completed)")
+	}
 	if cmd.InviteCodeID != nil {
 		if _, ok := cmd.Class.CodeByID(*cmd.InviteCodeID); !ok {
 			return nil, derrors.InvalidField("invite_code_id", *cmd.InviteCodeID, "invite_code_id is not an invite code of this class")

@@ -63,6 +63,14 @@ func TestEnrollmentDecisions(t *testing.T) {
 				InviteCodeID: ptr[int64](11), Status: "completed", EnrolledAt: enrolled, CompletedAt: ptr(t0), Source: "partner", EnrolledBy: 7}},
 		},
 		{
+			name: "completed_at on an enrollment not completed is invalid",
+			when: create(with(func(c *aggregates.CreateEnrollment) {
+				later := enrolled.Add(time.Hour)
+				c.Status, c.EnrolledAt, c.CompletedAt = ptr("active"), &enrolled, &later
+			})),
+			wantErr: &derrors.FieldError{},
+		},
+		{
 			name:    "completed_at before enrolled_at is invalid",
 			when:    create(with(func(c *aggregates.CreateEnrollment) { c.CompletedAt = &enrolled })),
 			wantErr: &derrors.FieldError{},

@@ -113,6 +113,8 @@ func TestEnrollStudentFields(t *testing.T) {
 			fmt.Sprintf(`{"detail":[{"type":"value_error","loc":["body","student_id"],"msg":"Value error, student_id must equal the student_id in the path","input":%d,"ctx":{"error":"student_id must equal the student_id in the path"}}]}`, student.ID+1)},
 		{"completed before enrolled", map[string]any{"class_id": class, "student_id": student.ID, "enrolled_at": "2026-02-01T00:00:00Z", "completed_at": "2026-01-01T00:00:00Z", "status": "completed"},
 			`{"detail":[{"type":"value_error","loc":["body","completed_at"],"msg":"Value error, completed_at must not be before enrolled_at","input":"2026-01-01T00:00:00Z","ctx":{"error":"completed_at must not be before enrolled_at"}}]}`},
+		{"active, yet completed", map[string]any{"class_id": class, "student_id": student.ID, "status": "active", "completed_at": "2026-12-01T00:00:00Z"},
+			`{"detail":[{"type":"value_error","loc":["body","completed_at"],"msg":"Value error, completed_at is for a completed enrollment (status completed)","input":"2026-12-01T00:00:00Z","ctx":{"error":"completed_at is for a completed enrollment (status completed)"}}]}`},
 		{"another class's invite code", map[string]any{"class_id": num(t, other, "id"), "student_id": student.ID, "invite_code_id": code},
 			fmt.Sprintf(`{"detail":[{"type":"value_error","loc":["body","invite_code_id"],"msg":"Value error, invite_code_id is not an invite code of this class","input":%d,"ctx":{"error":"invite_code_id is not an invite code of this class"}}]}`, code)},
 		{"a date-time before year 1 in UTC", map[string]any{"class_id": class, "student_id": student.ID, "enrolled_at": "0001-01-01T00:00:00+01:00"},
