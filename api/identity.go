@@ -81,7 +81,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request, in input) error 
 	password, _ := in.body.String("password")
 	name, _ := in.body.String("name")
 	token, _ := in.body.String("email_verified_token")
-	user, toks, res, err := s.deps.Commands.Identity.SignUp(r.Context(), email, password, name, token)
+	user, toks, res, err := s.deps.Commands.Identity.SignUp(r.Context(), email, password, name, token, s.clientAddr(r))
 	if err != nil {
 		return err
 	}

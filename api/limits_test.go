@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"lectern/auth"
 	"lectern/commands"
 	"lectern/eventstore"
 	"lectern/quota"
@@ -153,6 +154,25 @@ func TestAddressLimit(t *testing.T) {
 	wantLimited(t, login(t, e, uniqueEmail(), "whatever"), tooManyRequests, 15*time.Second)
 	// Another address has a bucket of its own.
 	wantStatus(t, login(t, e.from(t), uniqueEmail(), "whatever"), http.StatusUnauthorized)
+}
+
+// Sign-ups count against the client address's bucket, as logins do (a
+// verified e-mail token lasts half an hour and may be sent again and
+// again), and one for an address an account holds is refused before its
+// password is hashed: it needs no argon2id slot, which every client shares.
+func TestSignUpIsLimitedPerAddress(t *testing.T) {
+	clk := newClock(time.Now())
+	e := newEnv(t, envConfig{now: clk.Now, addressLimit: 4})
+	email := uniqueEmail()
+	body := map[string]string{"email": email, "password": "correct horse battery", "name": "A", "email_verified_token": e.verifiedToken(t, email)}
+	wantStatus(t, e.do(t, "POST", "/user/signup", body, ""), http.StatusCreated)
+	auth.BusyArgonInTests(t, 20*time.Millisecond) // not parallel: it takes every argon2id slot of the binary
+	for i := 2; i <= 4; i++ {
+		wantDetail(t, e.do(t, "POST", "/user/signup", body, ""), http.StatusConflict, "Email already registered")
+	}
+	wantLimited(t, e.do(t, "POST", "/user/signup", body, ""), tooManyRequests, 15*time.Second)
+	// Another address has a bucket of its own.
+	wantDetail(t, e.from(t).do(t, "POST", "/user/signup", body, ""), http.StatusConflict, "Email already registered")
 }
 
 // joinEnv is a service on a frozen clock with a school, a class and its

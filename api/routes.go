@@ -31,7 +31,7 @@ func (s *Server) identityAndAgentOperations() []operation {
 		// the caller's, which the request that signs up is not yet).
 		{method: http.MethodPost, path: "/user/signup", id: "sign_up", tag: "identity",
 			summary: "Create an account for a verified e-mail", body: &signupBody, status: 201, response: "SignUpResult",
-			errors: []int{400, 409}, positioned: true, handle: s.signUp},
+			errors: []int{400, 409, 429}, positioned: true, handle: s.signUp},
 		{method: http.MethodPost, path: "/user/login", id: "login", tag: "identity",
 			summary: "Log in with e-mail and password", body: &loginBody, status: 200, response: "LoginTokens",
 			errors: []int{401, 429}, handle: s.login},

@@ -247,8 +247,13 @@ func (i *Identity) VerifyCode(ctx context.Context, email, code, token, addr stri
 	return i.tokens.IssueEmailVerified(email, VerifiedTokenTTL)
 }
 
-// SignUp creates an account for a verified e-mail and logs it in.
-func (i *Identity) SignUp(ctx context.Context, email, password, name, verifiedToken string) (aggregates.User, Tokens, Result, error) {
+// SignUp creates an account for a verified e-mail and logs it in. Attempts
+// count against the client address's bucket, as logins do: a verified
+// token lasts half an hour, and each attempt with a new password hashes it.
+func (i *Identity) SignUp(ctx context.Context, email, password, name, verifiedToken, addr string) (aggregates.User, Tokens, Result, error) {
+	if err := i.limitAddress(ctx, "signup", addr); err != nil {
+		return aggregates.User{}, Tokens{}, Result{}, err
+	}
 	email = NormalizeEmail(email)
 	proven, err := i.tokens.ParseEmailVerified(verifiedToken)
 	if err != nil || NormalizeEmail(proven) != email {
@@ -290,10 +295,34 @@ func (i *Identity) takeOverAbandonedEmail(ctx context.Context, email, owner stri
 	return true, err
 }
 
+// emailTaken reports whether an account holds email's claim: one recorded,
+// or being signed up (not an abandoned claim, which a sign-up takes over).
+func (i *Identity) emailTaken(ctx context.Context, email string) (bool, error) {
+	var holder string
+	err := i.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, emailScope, email).Scan(&holder)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	abandoned, err := abandonedClaim(ctx, i.d.DB, i.d.Store, emailScope, email, holder)
+	return !abandoned, err
+}
+
 // CreateUser creates an account directly (the operator's command line, and
 // sign-up once the e-mail is verified).
 func (i *Identity) CreateUser(ctx context.Context, email, password, name string, admin bool) (aggregates.User, Result, error) {
 	email = NormalizeEmail(email)
+	// An address an account holds is refused before the password is
+	// hashed: argon2id's slots are every client's (the claim below still
+	// decides a race).
+	if taken, err := i.emailTaken(ctx, email); err != nil || taken {
+		if err == nil {
+			err = derrors.New(derrors.ErrConflict, "Email already registered")
+		}
+		return aggregates.User{}, Result{}, err
+	}
 	hash, err := auth.HashPassword(ctx, password)
 	if err != nil {
 		return aggregates.User{}, Result{}, passwordBusy(err)
