@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"lectern/aggregates"
 	"lectern/derrors"
 	"lectern/events"
@@ -78,14 +76,13 @@ func (c *Classroom) claimOwned(ctx context.Context, scope, key, owner, conflict 
 	if err != nil || ok {
 		return ok, err
 	}
-	var holder string
-	err = c.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, scope, key).Scan(&holder)
+	holder, err := claimOwner(ctx, c.d, scope, key)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		// Released in between: try once more.
-		return c.claimOwned(ctx, scope, key, owner, conflict)
 	case err != nil:
 		return false, err
+	case holder == "":
+		// Released in between: try once more.
+		return c.claimOwned(ctx, scope, key, owner, conflict)
 	case holder == owner:
 		return false, nil
 	}
@@ -411,13 +408,12 @@ func JoinUserBucket(userID int64) string { return "join-user:" + strconv.FormatI
 
 func (c *Classroom) join(ctx context.Context, code string, userID int64) (aggregates.Enrollment, Result, error) {
 	code = NormalizeInviteCode(code)
-	var classStream string
-	err := c.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, inviteCodeScope, code).Scan(&classStream)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return aggregates.Enrollment{}, Result{}, errCodeNotFound
-	}
+	classStream, err := claimOwner(ctx, c.d, inviteCodeScope, code)
 	if err != nil {
 		return aggregates.Enrollment{}, Result{}, err
+	}
+	if classStream == "" {
+		return aggregates.Enrollment{}, Result{}, errCodeNotFound
 	}
 	class, _, _, err := load(ctx, c.d, classStream, aggregates.EvolveClass)
 	if err != nil {

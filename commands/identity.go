@@ -274,13 +274,12 @@ func (i *Identity) SignUp(ctx context.Context, email, password, name, verifiedTo
 // its failure failed too) would otherwise lock the address out for good.
 // Its credentials go with it.
 func (i *Identity) takeOverAbandonedEmail(ctx context.Context, email, owner string) (bool, error) {
-	var holder string
-	err := i.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, emailScope, email).Scan(&holder)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return claim(ctx, i.d, emailScope, email, owner) // released meanwhile
-	}
+	holder, err := claimOwner(ctx, i.d, emailScope, email)
 	if err != nil {
 		return false, err
+	}
+	if holder == "" {
+		return claim(ctx, i.d, emailScope, email, owner) // released meanwhile
 	}
 	if abandoned, err := abandonedClaim(ctx, i.d.DB, i.d.Store, emailScope, email, holder); err != nil || !abandoned {
 		return false, err
@@ -299,12 +298,8 @@ func (i *Identity) takeOverAbandonedEmail(ctx context.Context, email, owner stri
 // emailTaken reports whether an account holds email's claim: one recorded,
 // or being signed up (not an abandoned claim, which a sign-up takes over).
 func (i *Identity) emailTaken(ctx context.Context, email string) (bool, error) {
-	var holder string
-	err := i.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, emailScope, email).Scan(&holder)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
+	holder, err := claimOwner(ctx, i.d, emailScope, email)
+	if err != nil || holder == "" {
 		return false, err
 	}
 	abandoned, err := abandonedClaim(ctx, i.d.DB, i.d.Store, emailScope, email, holder)
@@ -425,13 +420,12 @@ func (i *Identity) credentialsByEmail(ctx context.Context, email string) (int64,
 
 // UserByEmail loads a user's aggregate through the e-mail claim.
 func (i *Identity) UserByEmail(ctx context.Context, email string) (aggregates.User, error) {
-	var stream string
-	err := i.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, emailScope, NormalizeEmail(email)).Scan(&stream)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return aggregates.User{}, derrors.New(derrors.ErrNotFound, "User not found")
-	}
+	stream, err := claimOwner(ctx, i.d, emailScope, NormalizeEmail(email))
 	if err != nil {
 		return aggregates.User{}, err
+	}
+	if stream == "" {
+		return aggregates.User{}, derrors.New(derrors.ErrNotFound, "User not found")
 	}
 	user, _, _, err := load(ctx, i.d, stream, aggregates.EvolveUser)
 	if err == nil && !user.Exists() {
@@ -488,12 +482,13 @@ func (i *Identity) Login(ctx context.Context, email, password, addr string) (Tok
 	if !ok {
 		return Tokens{}, errBadLogin
 	}
-	user, err := i.UserByEmail(ctx, email)
-	if errors.Is(err, derrors.ErrNotFound) || err == nil && (user.ID != userID || user.Erased) {
-		return Tokens{}, errBadLogin // erased, or its address taken over, since
-	}
+	// The account of the claim read with the hash (not the claim again).
+	user, _, _, err := load(ctx, i.d, eventstore.StreamName(events.CategoryUser, userID), aggregates.EvolveUser)
 	if err != nil {
 		return Tokens{}, err
+	}
+	if !user.Exists() || user.Erased {
+		return Tokens{}, errBadLogin // never recorded (an abandoned claim), or erased since
 	}
 	toks, err := i.issueFor(ctx, user, hash)
 	if err != nil {

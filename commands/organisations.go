@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"lectern/aggregates"
@@ -56,15 +55,6 @@ func promotionStream(id int64) string { return eventstore.StreamName(events.Cate
 func streamID(stream string) (int64, error) {
 	_, id, _ := strings.Cut(stream, "-")
 	return strconv.ParseInt(id, 10, 64)
-}
-
-func (o *Organisations) claimOwner(ctx context.Context, scope, key string) (string, error) {
-	var owner string
-	err := o.d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, scope, key).Scan(&owner)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
-	return owner, err
 }
 
 // CreateOrganisation creates an organisation; names are unique (ignoring case).
@@ -266,7 +256,7 @@ const decisionLease = time.Minute
 // creating it when there is none.
 func (o *Organisations) partnerFor(ctx context.Context, req aggregates.PromotionRequest, orgID int64) (int64, error) {
 	key := strconv.FormatInt(req.UserID, 10) + ":" + strconv.FormatInt(orgID, 10)
-	if owner, err := o.claimOwner(ctx, partnerUserScope, key); err != nil || owner != "" {
+	if owner, err := claimOwner(ctx, o.d, partnerUserScope, key); err != nil || owner != "" {
 		if err != nil {
 			return 0, err
 		}
@@ -276,7 +266,7 @@ func (o *Organisations) partnerFor(ctx context.Context, req aggregates.Promotion
 	p, _, err := o.CreatePartner(ctx, aggregates.CreatePartner{OrgID: orgID, UserID: &userID, FullName: req.Name,
 		Email: req.Email, Role: req.TargetRole, IsActive: true})
 	if errors.Is(err, derrors.ErrConflict) {
-		owner, cerr := o.claimOwner(ctx, partnerUserScope, key)
+		owner, cerr := claimOwner(ctx, o.d, partnerUserScope, key)
 		if cerr == nil && owner != "" {
 			return streamID(owner)
 		}

@@ -370,6 +370,16 @@ func abandonedClaim(ctx context.Context, q interface {
 	return err == nil && len(recorded) == 0, err
 }
 
+// claimOwner is who holds scope's claim on key: "" when nobody does.
+func claimOwner(ctx context.Context, d Deps, scope, key string) (string, error) {
+	var owner string
+	err := d.DB.QueryRow(ctx, `SELECT owner FROM unique_claims WHERE scope = $1 AND key = $2`, scope, key).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return owner, err
+}
+
 // release gives up a claim a failed command made.
 func release(ctx context.Context, d Deps, scope, key, owner string) {
 	_, _ = d.DB.Exec(context.WithoutCancel(ctx), `DELETE FROM unique_claims WHERE scope = $1 AND key = $2 AND owner = $3`, scope, key, owner)
