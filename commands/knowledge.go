@@ -240,16 +240,8 @@ func (k *Knowledge) openJob(ctx context.Context, doc aggregates.KnowledgeDocumen
 	if len(open) == 0 {
 		return queries.ReindexJob{}, false, nil
 	}
-	var j queries.ReindexJob
-	err := k.d.DB.QueryRow(ctx, `
-		SELECT job_id, knowledge_id, status, requested_at, started_at, finished_at, chunks_total, chunks_done, error
-		FROM knowledge_reindex_jobs WHERE job_id = ANY($1) AND knowledge_id = $2 AND status IN ('queued', 'running')
-		ORDER BY job_id LIMIT 1`, open, doc.ID).
-		Scan(&j.JobID, &j.KnowledgeID, &j.Status, &j.RequestedAt, &j.StartedAt, &j.FinishedAt, &j.ChunksTotal, &j.ChunksDone, &j.Error)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return queries.ReindexJob{}, false, nil // finished since (the row first, then its event)
-	}
-	return j, err == nil, err
+	// None when they finished since (the row first, then its event).
+	return queries.New(k.d.DB).OpenReindexJob(ctx, doc.ID, open)
 }
 
 // index rebuilds a document's chunks and vectors, reporting progress after

@@ -2,6 +2,7 @@ package queries
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -98,12 +99,29 @@ type ReindexJob struct {
 	Error       *string
 }
 
+const reindexJobColumns = `job_id, knowledge_id, status, requested_at, started_at, finished_at, chunks_total, chunks_done, error`
+
+func scanReindexJob(row pgx.Row) (ReindexJob, error) {
+	var j ReindexJob
+	err := row.Scan(&j.JobID, &j.KnowledgeID, &j.Status, &j.RequestedAt, &j.StartedAt, &j.FinishedAt, &j.ChunksTotal, &j.ChunksDone, &j.Error)
+	return j, err
+}
+
 // ReindexJob reads one of owner's reindex jobs of document knowledgeID.
 func (q *DB) ReindexJob(ctx context.Context, owner, knowledgeID, jobID int64) (ReindexJob, error) {
-	var j ReindexJob
-	err := q.pool.QueryRow(ctx, `
-		SELECT job_id, knowledge_id, status, requested_at, started_at, finished_at, chunks_total, chunks_done, error
-		FROM knowledge_reindex_jobs WHERE job_id = $1 AND knowledge_id = $2 AND user_id = $3`, jobID, knowledgeID, owner).
-		Scan(&j.JobID, &j.KnowledgeID, &j.Status, &j.RequestedAt, &j.StartedAt, &j.FinishedAt, &j.ChunksTotal, &j.ChunksDone, &j.Error)
+	j, err := scanReindexJob(q.pool.QueryRow(ctx, `SELECT `+reindexJobColumns+`
+		FROM knowledge_reindex_jobs WHERE job_id = $1 AND knowledge_id = $2 AND user_id = $3`, jobID, knowledgeID, owner))
 	return j, notFound(err, "Reindex job")
+}
+
+// OpenReindexJob reads the first of document knowledgeID's jobs among ids
+// that has not finished (queued or running); ok is false when none.
+func (q *DB) OpenReindexJob(ctx context.Context, knowledgeID int64, ids []int64) (j ReindexJob, ok bool, err error) {
+	j, err = scanReindexJob(q.pool.QueryRow(ctx, `SELECT `+reindexJobColumns+`
+		FROM knowledge_reindex_jobs WHERE job_id = ANY($1) AND knowledge_id = $2 AND status IN ('queued', 'running')
+		ORDER BY job_id LIMIT 1`, ids, knowledgeID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return ReindexJob{}, false, nil
+	}
+	return j, err == nil, err
 }
