@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ledongthuc/pdf"
-	"golang.org/x/sync/semaphore"
 
 	"lectern/admit"
 )
@@ -149,74 +148,56 @@ func PDFTextFor(ctx context.Context, reader int64, data []byte, limits ExtractLi
 // being read after MaxExtractWait.
 var ErrReaderBusy = errors.New("knowledge: this reader's other documents are being read")
 
-// readerTurns holds each reader's turn: a semaphore of one, kept while
-// someone holds or waits for it.
+// readerTurns holds each reader's turn: one slot, kept while someone holds
+// or waits for it.
 var readerTurns = turns{m: map[int64]*turn{}}
 
 type turns struct {
-	mu   sync.Mutex
-	m    map[int64]*turn
-	wait time.Duration // 0: MaxExtractWait (a test's shorter wait)
+	mu sync.Mutex
+	m  map[int64]*turn
+}
+
+type turn struct {
+	slot  *admit.Slots
+	users int
 }
 
 // HoldReaderInTests takes reader's turn until t ends and shortens the wait
 // for a turn to wait: PDFTextFor then fails with ErrReaderBusy for reader
-// after it. Outside a test binary it panics.
+// after it (admit.Slots.HoldAllInTests).
 func HoldReaderInTests(t testing.TB, reader int64, wait time.Duration) {
-	if !testing.Testing() {
-		panic("knowledge: HoldReaderInTests outside a test binary")
-	}
-	release, err := readerTurns.take(context.Background(), reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readerTurns.mu.Lock()
-	before := readerTurns.wait
-	readerTurns.wait = wait
-	readerTurns.mu.Unlock()
-	t.Cleanup(func() {
-		readerTurns.mu.Lock()
-		readerTurns.wait = before
-		readerTurns.mu.Unlock()
-		release()
-	})
+	tn, done := readerTurns.join(reader)
+	t.Cleanup(done) // registered first, so run after the hold's own cleanup gives the turn back
+	tn.slot.HoldAllInTests(t, wait)
 }
 
-type turn struct {
-	sem   *semaphore.Weighted
-	users int
-}
-
-func (ts *turns) take(ctx context.Context, reader int64) (release func(), err error) {
+// join is reader's turn, counted as used until done is called.
+func (ts *turns) join(reader int64) (t *turn, done func()) {
 	ts.mu.Lock()
-	t := ts.m[reader]
+	defer ts.mu.Unlock()
+	t = ts.m[reader]
 	if t == nil {
-		t = &turn{sem: semaphore.NewWeighted(1)}
+		t = &turn{slot: admit.New(1, MaxExtractWait, ErrReaderBusy)}
 		ts.m[reader] = t
 	}
 	t.users++
-	wait := ts.wait
-	ts.mu.Unlock()
-	if wait <= 0 {
-		wait = MaxExtractWait
-	}
-	done := func() {
+	return t, func() {
 		ts.mu.Lock()
+		defer ts.mu.Unlock()
 		if t.users--; t.users == 0 {
 			delete(ts.m, reader)
 		}
-		ts.mu.Unlock()
 	}
-	waiting, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	if err := t.sem.Acquire(waiting, 1); err != nil {
+}
+
+// take waits for reader's turn (ErrReaderBusy past MaxExtractWait).
+func (ts *turns) take(ctx context.Context, reader int64) (release func(), err error) {
+	t, done := ts.join(reader)
+	if err := t.slot.Take(ctx); err != nil {
 		done()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, ErrReaderBusy
+		return nil, err
 	}
-	return func() { t.sem.Release(1); done() }, nil
+	return func() { t.slot.Release(); done() }, nil
 }
 
 // pdfTextAsync is PDFText, and a channel closed once the extraction's
