@@ -138,22 +138,6 @@ func openStore(t *testing.T, url string) *esdb.Store {
 	return s
 }
 
-// rawClient is a client of the server's own, for what Lectern's store never
-// writes (system events).
-func rawClient(t *testing.T, url string) *client.Client {
-	t.Helper()
-	cfg, err := client.ParseConnectionString(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 func appendESDBAgent(t *testing.T, s *esdb.Store, id int64, name string) eventstore.Position {
 	t.Helper()
 	data, _ := json.Marshal(events.AgentCreated{AgentID: id, OwnerID: 1, Name: name, SystemPrompt: "p", IsActive: true})
@@ -423,7 +407,7 @@ func TestESDBSystemEventsFilteredAndCheckpointsAdvance(t *testing.T) {
 		defer mu.Unlock()
 		types = append(types, m.Metadata.Get(postgres.MetaEventType))
 	})
-	raw := rawClient(t, url)
+	raw := esdbfake.NewClient(t, url)
 	// 40 system events after the fake's 4: the server checkpoints every 32
 	// events searched.
 	for i := 0; i < 40; i++ {
@@ -651,7 +635,7 @@ func TestESDBResumesFromACheckpointAtTheLogsEnd(t *testing.T) {
 	pool := pgtest.Fresh(t)
 	url := esdbfake.Start(t)
 	appendESDBAgent(t, openStore(t, url), 1, "before")
-	if _, err := rawClient(t, url).AppendToStream(context.Background(), "$lectern-test", client.AppendToStreamOptions{},
+	if _, err := esdbfake.NewClient(t, url).AppendToStream(context.Background(), "$lectern-test", client.AppendToStreamOptions{},
 		client.EventData{EventID: uuid.New(), EventType: "$test", ContentType: client.ContentTypeJson, Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}

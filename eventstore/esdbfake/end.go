@@ -10,12 +10,10 @@ import (
 	"lectern/eventstore"
 )
 
-// LogEnd is the end of the log of the server at url, as a subscription's
-// checkpoint can be: (C, 0), C the writer checkpoint, the position after
-// the last record. A filtered catch-up subscription checkpoints there just
-// before it is caught up (the server's own answer: the checkpoint a
-// projection stores when the log ends with system events).
-func LogEnd(t testing.TB, url string) eventstore.Position {
+// NewClient is a client of the official library, its logging off, on the
+// server at url (a fake's, or a real one's), closed when the test ends: for
+// what Lectern's store never does (system events, raw subscriptions).
+func NewClient(t testing.TB, url string) *client.Client {
 	t.Helper()
 	cfg, err := client.ParseConnectionString(url)
 	if err != nil {
@@ -26,7 +24,18 @@ func LogEnd(t testing.TB, url string) eventstore.Position {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Close() }()
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// LogEnd is the end of the log of the server at url, as a subscription's
+// checkpoint can be: (C, 0), C the writer checkpoint, the position after
+// the last record. A filtered catch-up subscription checkpoints there just
+// before it is caught up (the server's own answer: the checkpoint a
+// projection stores when the log ends with system events).
+func LogEnd(t testing.TB, url string) eventstore.Position {
+	t.Helper()
+	c := NewClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	sub, err := c.SubscribeToAll(ctx, client.SubscribeToAllOptions{From: client.Start{}, Filter: client.ExcludeSystemEventsFilter()})

@@ -29,21 +29,6 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-func newClient(t *testing.T, url string) *client.Client {
-	t.Helper()
-	cfg, err := client.ParseConnectionString(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Logger = func(client.LogLevel, string, ...any) {}
-	c, err := client.NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 // rawConn is a plain gRPC connection, to see exactly what the server sends.
 func rawConn(t *testing.T, s *esdbfake.Server) *grpc.ClientConn {
 	t.Helper()
@@ -62,7 +47,7 @@ func start(t *testing.T) (*esdbfake.Server, *client.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	return s, newClient(t, s.URL())
+	return s, esdbfake.NewClient(t, s.URL())
 }
 
 func appendN(t *testing.T, c *client.Client, stream string, n int) *client.WriteResult {
@@ -592,7 +577,7 @@ func TestKeepaliveOptionsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	c := newClient(t, s.URL()+"&keepAliveInterval=1000&keepAliveTimeout=1000")
+	c := esdbfake.NewClient(t, s.URL()+"&keepAliveInterval=1000&keepAliveTimeout=1000")
 	appendN(t, c, "k-1", 1)
 	appendN(t, c, "k-1", 1)
 }
@@ -601,7 +586,7 @@ func TestKeepaliveOptionsAccepted(t *testing.T) {
 // data, metadata and twice the type's length, summed over its events; past
 // it the answer is InvalidArgument and nothing is written.
 func TestMaximumAppendSize(t *testing.T) {
-	c := newClient(t, esdbfake.Start(t))
+	c := esdbfake.NewClient(t, esdbfake.Start(t))
 	typ := "thing.sized" // 11 bytes, counted twice
 	event := func(data int) client.EventData {
 		return client.EventData{EventID: uuid.New(), EventType: typ, ContentType: client.ContentTypeBinary,
@@ -633,7 +618,7 @@ func TestMaximumAppendSize(t *testing.T) {
 // A repeated append of revision any is recognised only within the server's
 // window of recent writes; past it, the same events are written again.
 func TestAnyRevisionRepeatsWithinAWindow(t *testing.T) {
-	c := newClient(t, esdbfake.Start(t))
+	c := esdbfake.NewClient(t, esdbfake.Start(t))
 	ev := client.EventData{EventID: uuid.New(), EventType: "thing.done", ContentType: client.ContentTypeJson, Data: []byte(`{}`)}
 	appendAny := func(stream string, e client.EventData) {
 		t.Helper()
