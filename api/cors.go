@@ -20,7 +20,7 @@ var corsExposed = []string{"X-Event-Position", "X-Projection-Pending", "X-Reques
 func corsMiddleware(origins []string) func(http.Handler) http.Handler {
 	return cors.Handler(cors.Options{
 		AllowedOrigins: origins,
-		AllowedMethods: []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete},
+		AllowedMethods: []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete},
 		// Every request header the API reads: read-your-writes, request and
 		// correlation ids, and the trace context a page continues.
 		AllowedHeaders: []string{"Authorization", "Content-Type", "Accept", "Idempotency-Key", "X-Request-ID", "X-Correlation-ID",

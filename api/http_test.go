@@ -67,8 +67,8 @@ func TestWrongMethod(t *testing.T) {
 		method, path string
 		allow        []string
 	}{
-		{"DELETE", "/agents", []string{"GET", "POST"}},
-		{"PUT", "/agents/1", []string{"GET", "PATCH"}},
+		{"DELETE", "/agents", []string{"GET", "HEAD", "POST"}},
+		{"PUT", "/agents/1", []string{"GET", "HEAD", "PATCH"}},
 		{"GET", "/user/login", []string{"POST"}},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
@@ -90,6 +90,42 @@ func TestWrongMethod(t *testing.T) {
 			}
 		})
 	}
+}
+
+// HEAD is answered wherever GET is, as GET is, without the body (RFC
+// 9110 §9.3.2: a general-purpose server must support it).
+func TestHeadAnswersAsGet(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	owner, other := e.signUp(t), e.signUp(t)
+	agent := agentPath(e.createAgent(t, owner.Access, map[string]any{"name": "Tutor", "system_prompt": "Be kind"}), t)
+	for _, tc := range []struct {
+		name, path, token string
+		want              int
+	}{
+		{"a list", "/agents", owner.Access, http.StatusOK},
+		{"an agent", agent, owner.Access, http.StatusOK},
+		{"another user's agent", agent, other.Access, http.StatusNotFound},
+		{"no token", "/agents", "", http.StatusUnauthorized},
+		{"the caller", "/user/me", owner.Access, http.StatusOK},
+		{"health", "/healthz", "", http.StatusOK},
+		{"the document", "/openapi.json", "", http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			get := e.send(t, "GET", tc.path, nil, tc.token)
+			head := e.send(t, "HEAD", tc.path, nil, tc.token)
+			wantStatus(t, get, tc.want)
+			wantStatus(t, head, tc.want)
+			if len(head.Body) != 0 {
+				t.Errorf("%s: a body of %d bytes", head, len(head.Body))
+			}
+			wantHeader(t, head, "Content-Type", get.Header.Get("Content-Type"))
+		})
+	}
+	// Where there is no GET there is no HEAD.
+	res := e.send(t, "HEAD", "/user/login", nil, "")
+	wantStatus(t, res, http.StatusMethodNotAllowed)
+	wantHeader(t, res, "Allow", "POST")
 }
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
@@ -144,7 +145,9 @@ func New(deps Deps) (*Server, error) {
 		// accessLog, which turns a panic into the 500 the span records.
 		r.Use(traced(deps.Tracing))
 	}
-	r.Use(accessLog(deps.Logger), limitBody)
+	// HEAD is answered wherever GET is (RFC 9110 §9.3.2): the GET handler
+	// runs and net/http drops its body.
+	r.Use(accessLog(deps.Logger), limitBody, middleware.GetHead)
 	r.NotFound(func(w http.ResponseWriter, _ *http.Request) { writeDetail(w, http.StatusNotFound, "Not Found") })
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		// A custom 405 handler does not get chi's Allow header: rebuild it.
@@ -152,6 +155,9 @@ func New(deps Deps) (*Server, error) {
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 			if r.Match(chi.NewRouteContext(), m, req.URL.Path) {
 				allowed = append(allowed, m)
+				if m == http.MethodGet {
+					allowed = append(allowed, http.MethodHead)
+				}
 			}
 		}
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
@@ -432,7 +438,7 @@ func (s *Server) awaitMinPosition(w http.ResponseWriter, r *http.Request, projec
 // others (the catalogue, the event log itself) have nothing to wait for.
 func checkMinPosition(r *http.Request, op operation) error {
 	h := r.Header.Get("X-Min-Position")
-	if !op.auth || r.Method != http.MethodGet || h == "" {
+	if !op.auth || (r.Method != http.MethodGet && r.Method != http.MethodHead) || h == "" {
 		return nil
 	}
 	if _, err := eventstore.ParsePosition(h); err != nil {
