@@ -178,6 +178,7 @@ func EvolveSession(s Session, env events.Envelope) Session {
 var (
 	errSessionNotFound = derrors.New(derrors.ErrNotFound, "Session not found")
 	errNotEnrolled     = derrors.New(derrors.ErrForbidden, "Only the class's enrolled students and its organisation's partners may practise in it")
+	errClassEnded      = derrors.New(derrors.ErrConflict, "The class has ended: it takes no more practice")
 	errTurnRace        = derrors.New(derrors.ErrConflict, "The session had another turn while the models answered; send the prompt again")
 	errSessionFull     = derrors.New(derrors.ErrConflict,
 		"The session holds as much text as a session may (%d MiB); start a new session to go on", MaxSessionText>>20)
@@ -257,15 +258,22 @@ type PracticeAccess struct {
 	Enrolled bool
 	// OrgPartner: the caller is an active partner of the class's organisation.
 	OrgPartner bool
+	// Ended: the class has ended.
+	Ended bool
 }
 
 // CheckPracticeAccess allows a practice turn in a class to its actively
-// enrolled students, the active partners of its organisation and admins.
+// enrolled students, the active partners of its organisation and admins,
+// while the class has not ended: an ended class takes no new turns, as it
+// admits no one (its sessions stay readable).
 func CheckPracticeAccess(a PracticeAccess) error {
-	if a.Admin || a.Enrolled || a.OrgPartner {
-		return nil
+	switch {
+	case !a.Admin && !a.Enrolled && !a.OrgPartner:
+		return errNotEnrolled
+	case a.Ended:
+		return errClassEnded
 	}
-	return errNotEnrolled
+	return nil
 }
 
 // ModelRef is a catalogue model as a turn calls it.

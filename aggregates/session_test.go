@@ -355,6 +355,12 @@ func TestCheckPracticeAccess(t *testing.T) {
 		}
 	}
 	checkErr(t, aggregates.CheckPracticeAccess(aggregates.PracticeAccess{}), derrors.ErrForbidden)
+	// An ended class takes no turns from anyone who could practise in it;
+	// to anyone else it says no more than before.
+	for _, ended := range []aggregates.PracticeAccess{{Admin: true, Ended: true}, {Enrolled: true, Ended: true}, {OrgPartner: true, Ended: true}} {
+		checkErr(t, aggregates.CheckPracticeAccess(ended), derrors.ErrConflict)
+	}
+	checkErr(t, aggregates.CheckPracticeAccess(aggregates.PracticeAccess{Ended: true}), derrors.ErrForbidden)
 }
 
 func TestSessionTitle(t *testing.T) {

@@ -342,6 +342,36 @@ func (e *env) sentMessages(t testing.TB, u user, session int64) map[int64]string
 	return out
 }
 
+// An ended class takes no new practice, from its students, its partners
+// or an admin; its sessions stay readable, and a turn recorded before it
+// ended still answers its retry.
+func TestPracticeStopsWhenTheClassEnds(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	c := e.newClassroom(t, nil)
+	first, turn := e.startSession(t, c.student.Access, c.class, map[string]any{"prompt_text": "one"})
+	chat := sessionPath(turn.SessionID) + "/chat"
+	retried := e.do(t, "POST", chat, map[string]any{"prompt_text": "two"}, c.student.Access, "Idempotency-Key", "before-the-end")
+	wantStatus(t, retried, http.StatusOK)
+	wantStatus(t, e.do(t, "PATCH", c.at("/classes/%d", c.class), `{"status":"ended"}`, c.teacher.Access), http.StatusOK)
+
+	const ended = "The class has ended: it takes no more practice"
+	for _, who := range []user{c.student, c.teacher, c.admin} {
+		wantDetail(t, e.do(t, "POST", runPath(c.class), map[string]any{"prompt_text": "again"}, who.Access), http.StatusConflict, ended)
+	}
+	wantDetail(t, e.do(t, "POST", chat, map[string]any{"prompt_text": "three"}, c.student.Access), http.StatusConflict, ended)
+	// Someone who could never practise there is told that, not that it ended.
+	wantStatus(t, e.do(t, "POST", runPath(c.class), map[string]any{"prompt_text": "x"}, e.signUp(t).Access), http.StatusForbidden)
+
+	wantBody(t, e.do(t, "POST", chat, map[string]any{"prompt_text": "two"}, c.student.Access, "Idempotency-Key", "before-the-end"),
+		http.StatusOK, string(retried.Body))
+	got := e.do(t, "GET", sessionPath(turn.SessionID), nil, c.student.Access)
+	wantStatus(t, got, http.StatusOK)
+	if n := len(got.JSON.(map[string]any)["responses"].([]any)); n != 2 {
+		t.Errorf("%s: %d responses, want the 2 of the turns before the end (%s)", got, n, first)
+	}
+}
+
 func TestSessionSettings(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t)

@@ -374,7 +374,8 @@ func (s *Sessions) practiceClass(ctx context.Context, caller Caller, classID int
 	if err != nil {
 		return class, err
 	}
-	return class, aggregates.CheckPracticeAccess(aggregates.PracticeAccess{Admin: caller.Admin, Enrolled: class.Enrolled, OrgPartner: class.OrgPartner})
+	return class, aggregates.CheckPracticeAccess(aggregates.PracticeAccess{Admin: caller.Admin, Enrolled: class.Enrolled, OrgPartner: class.OrgPartner,
+		Ended: class.Ended})
 }
 
 func (s *Sessions) modelChoice(class queries.PracticeClass, requested []string, previous []aggregates.ModelRef) aggregates.ModelChoice {

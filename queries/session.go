@@ -20,6 +20,8 @@ type PracticeClass struct {
 	Enrolled bool
 	// OrgPartner: the caller is an active partner of the class's organisation.
 	OrgPartner bool
+	// Ended: the class's status is ended.
+	Ended bool
 }
 
 // PracticeClass reads a class (of any organisation) and the caller's standing
@@ -29,9 +31,10 @@ func (q *DB) PracticeClass(ctx context.Context, caller, classID int64) (Practice
 	err := q.pool.QueryRow(ctx, `
 		SELECT c.id, c.org_id, c.partner_id, c.primary_model_id, c.allowed_model_ids,
 			EXISTS (SELECT 1 FROM enrollments e WHERE e.student_id = $2 AND e.class_id = c.id AND e.status = 'active'),
-			EXISTS (SELECT 1 FROM partners p WHERE p.user_id = $2 AND p.org_id = c.org_id AND p.is_active)
+			EXISTS (SELECT 1 FROM partners p WHERE p.user_id = $2 AND p.org_id = c.org_id AND p.is_active),
+			c.status = 'ended'
 		FROM classes c WHERE c.id = $1`, classID, caller).
-		Scan(&c.ID, &c.OrgID, &c.PartnerID, &c.PrimaryModelID, &c.AllowedModelIDs, &c.Enrolled, &c.OrgPartner)
+		Scan(&c.ID, &c.OrgID, &c.PartnerID, &c.PrimaryModelID, &c.AllowedModelIDs, &c.Enrolled, &c.OrgPartner, &c.Ended)
 	if c.AllowedModelIDs == nil {
 		c.AllowedModelIDs = []int64{}
 	}
