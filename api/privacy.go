@@ -115,8 +115,16 @@ func (s *Server) eraseUser(w http.ResponseWriter, r *http.Request, in input) err
 		return err
 	}
 	id, _ := in.path.Int("user_id")
+	if id == in.user.UserID {
+		return errEraseYourselfWithPassword
+	}
 	return s.erase(w, r, id, in.user.UserID)
 }
+
+// errEraseYourselfWithPassword is an admin's erasure of their own account
+// by the admin route, which a token alone authorises: everyone's own
+// erasure is confirmed by their password.
+var errEraseYourselfWithPassword = derrors.New(derrors.ErrForbidden, "Erase your own account with DELETE /user/me, which your password confirms")
 
 func (s *Server) erasePartner(w http.ResponseWriter, r *http.Request, in input) error {
 	if err := requireAdmin(in.user); err != nil {

@@ -372,6 +372,12 @@ func TestAdminErasesAUser(t *testing.T) {
 		t.Errorf("user.erased %v: want the admin as actor", p)
 	}
 	wantStatus(t, e.do(t, "GET", "/user/me", nil, other.Access), http.StatusOK)
+
+	// An admin erases their own account as anyone does, with the password
+	// (DELETE /user/me): a token alone does not.
+	wantDetail(t, e.do(t, "POST", fmt.Sprintf("/admin/users/%d/erase", admin.ID), nil, admin.Access), http.StatusForbidden,
+		"Erase your own account with DELETE /user/me, which your password confirms")
+	wantStatus(t, e.do(t, "GET", "/user/me", nil, admin.Access), http.StatusOK)
 }
 
 // Erasing oneself needs a password; an export needs a token.
