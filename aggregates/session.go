@@ -780,8 +780,24 @@ func canonicalObject(m map[string]any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("style params: %w", err)
 	}
+	if len(raw) > MaxStyleParamsBytes {
+		return nil, derrors.InvalidField("style_params", m, fmt.Sprintf("style params hold at most %d bytes as JSON", MaxStyleParamsBytes))
+	}
 	return raw, nil
 }
+
+// CheckStyleParams is the style params' field error, if any: for a request
+// to report with its other field errors.
+func CheckStyleParams(m map[string]any) error {
+	_, err := canonicalObject(m)
+	return err
+}
+
+// MaxStyleParamsBytes bounds a session's style params, as compact JSON:
+// they go into the system message of each of its turns, which the turn's
+// event records, so without a bound the settings could leave the session's
+// turns no room under the append limit. As much as a system prompt may hold.
+const MaxStyleParamsBytes = 100_000
 
 // AnswerText is a model's text as a turn records it: U+0000, which a
 // provider may send and a text column cannot hold, becomes U+FFFD. What a

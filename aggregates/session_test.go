@@ -190,6 +190,23 @@ func TestSessionDecisions(t *testing.T) {
 			wantErr: &derrors.FieldError{},
 		},
 		{
+			name:  "style params past their bound are refused",
+			given: []events.Event{withLinks},
+			when: update(aggregates.UpdateSessionSettings{SessionID: 9, CallerID: 7,
+				StyleParams: aggregates.Set(map[string]any{"persona": strings.Repeat("p", aggregates.MaxStyleParamsBytes)})}),
+			wantErr: &derrors.FieldError{},
+		},
+		{
+			name:  "style params at their bound are kept",
+			given: []events.Event{withLinks},
+			when: update(aggregates.UpdateSessionSettings{SessionID: 9, CallerID: 7,
+				StyleParams: aggregates.Set(map[string]any{"p": strings.Repeat("p", aggregates.MaxStyleParamsBytes-len(`{"p":""}`))})}),
+			then: []events.Event{events.SessionSettingsUpdated{SessionID: 9, Changed: []string{"style_params"},
+				Settings: events.SessionSettings{SettingID: 5, StylePreset: "accurate",
+					StyleParams:      json.RawMessage(`{"p":"` + strings.Repeat("p", aggregates.MaxStyleParamsBytes-len(`{"p":""}`)) + `"}`),
+					GenerationParams: events.GenerationParams{Temperature: ptr(0.1)}, FewShotLinks: withLinks.Settings.FewShotLinks}}},
+		},
+		{
 			name:    "settings of another user's session are not found",
 			given:   []events.Event{withLinks},
 			when:    update(aggregates.UpdateSessionSettings{SessionID: 9, CallerID: 8, StylePreset: aggregates.Set(ptr("creative"))}),

@@ -6,9 +6,13 @@ package api_test
 // agent 404) and every field error of a request at once (DESIGN §4).
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
+
+	"lectern/aggregates"
 )
 
 const blankPrompt = `{"type":"value_error","loc":["body","prompt_text"],"msg":"Value error, prompt_text must not be blank","input":" \t ",` +
@@ -92,4 +96,35 @@ func TestFewShotBlankTextsAtOnce(t *testing.T) {
 	created := e.createFewShot(t, u.Access, `{"input_text":"i","output_text":"o"}`)
 	wantBody(t, e.do(t, "PATCH", fewShotPath(t, created), `{"input_text":" ","output_text":"\n"}`, u.Access), http.StatusUnprocessableEntity, both)
 	wantBody(t, e.do(t, "GET", fewShotPath(t, created), nil, u.Access), http.StatusOK, string(created.Body))
+}
+
+// Style params go into every turn's system message, which the turn records:
+// past their bound they are a field error, on a run with the turn's other
+// field errors and on a settings change, and nothing is recorded.
+func TestStyleParamsAreBounded(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	c := e.newClassroom(t, nil)
+	big := map[string]any{"persona": strings.Repeat("p", aggregates.MaxStyleParamsBytes)}
+	// The error's input keeps a long string's start (validation.errors.go).
+	bigJSON, _ := json.Marshal(map[string]any{"persona": strings.Repeat("p", 100) + "..."})
+	styleErr := fmt.Sprintf(`{"type":"value_error","loc":["body","style_params"],"msg":"Value error, style params hold at most %[1]d bytes as JSON",`+
+		`"input":%[2]s,"ctx":{"error":"style params hold at most %[1]d bytes as JSON"}}`, aggregates.MaxStyleParamsBytes, bigJSON)
+
+	res := e.do(t, "POST", runPath(c.class), map[string]any{"prompt_text": " \t ", "style_params": big}, c.student.Access)
+	wantBody(t, res, http.StatusUnprocessableEntity, `{"detail":[`+blankPrompt+`,`+styleErr+`]}`)
+	wantBody(t, e.do(t, "GET", sessionsPath, nil, c.student.Access), http.StatusOK, `{"items":[],"total":0,"page":1,"size":50}`)
+
+	_, turn := e.startSession(t, c.student.Access, c.class, map[string]any{"prompt_text": "one"})
+	settings := sessionPath(turn.SessionID) + "/settings"
+	wantBody(t, e.do(t, "PATCH", settings, map[string]any{"style_params": big}, c.student.Access),
+		http.StatusUnprocessableEntity, `{"detail":[`+styleErr+`]}`)
+	got := e.do(t, "GET", sessionPath(turn.SessionID), nil, c.student.Access)
+	if style := got.JSON.(map[string]any)["settings"].(map[string]any)["style_params"]; len(style.(map[string]any)) != 0 {
+		t.Errorf("%s: style params %v recorded", got, style)
+	}
+	// Within the bound, the session's turns still have room.
+	fits := map[string]any{"persona": strings.Repeat("p", aggregates.MaxStyleParamsBytes-len(`{"persona":""}`))}
+	wantStatus(t, e.do(t, "PATCH", settings, map[string]any{"style_params": fits}, c.student.Access), http.StatusOK)
+	wantStatus(t, e.do(t, "POST", sessionPath(turn.SessionID)+"/chat", map[string]any{"prompt_text": "two"}, c.student.Access), http.StatusOK)
 }

@@ -51,7 +51,7 @@ var (
 		{Name: stylePresetField.Name, Kind: stylePresetField.Kind, Enum: stylePresetField.Enum, Nullable: true,
 			Default: aggregates.DefaultStylePreset},
 		{Name: "style_params", Kind: validation.Object, MaxItems: maxObjectKeys, Default: map[string]any{},
-			Description: "free-form; each key and value is added to the system message"},
+			Description: "free-form; each key and value is added to the system message; at most 100 000 bytes as JSON"},
 		{Name: "generation_params", Kind: validation.Object, MaxItems: maxObjectKeys, Members: &generationParamsSchema, Default: map[string]any{}, Description: generationParamsDoc},
 		fewShotIDsField,
 	}}
@@ -64,7 +64,7 @@ var (
 	sessionSettingsBody = validation.Schema{Fields: []validation.Field{
 		{Name: stylePresetField.Name, Kind: stylePresetField.Kind, Enum: stylePresetField.Enum, Nullable: true,
 			Description: "null resets it to balanced"},
-		{Name: "style_params", Kind: validation.Object, MaxItems: maxObjectKeys, Nullable: true, Description: "replaces the whole object; null resets it to {}"},
+		{Name: "style_params", Kind: validation.Object, MaxItems: maxObjectKeys, Nullable: true, Description: "replaces the whole object; null resets it to {}; at most 100 000 bytes as JSON"},
 		{Name: "generation_params", Kind: validation.Object, MaxItems: maxObjectKeys, Members: &generationParamsSchema, Nullable: true,
 			Description: "replaces the whole object; null resets it to {}. " + generationParamsDoc},
 		{Name: fewShotIDsField.Name, Kind: fewShotIDsField.Kind, Elem: fewShotIDsField.Elem, MaxItems: fewShotIDsField.MaxItems, Nullable: true,

@@ -140,7 +140,8 @@ func (s *Sessions) Run(ctx context.Context, c RunSession) (aggregates.Session, R
 		return aggregates.Session{}, Result{}, err
 	}
 	knowledgeErr := aggregates.CheckKnowledgeIDs(c.KnowledgeIDs, ownedKnowledge)
-	if err := errors.Join(promptErr, modelErr, exampleErr, knowledgeErr); err != nil {
+	styleErr := aggregates.CheckStyleParams(c.StyleParams)
+	if err := errors.Join(promptErr, modelErr, exampleErr, knowledgeErr, styleErr); err != nil {
 		return aggregates.Session{}, Result{}, err
 	}
 	var agent *events.AgentSnapshot
