@@ -433,10 +433,16 @@ func TestStreamedTurnOutlivesItsClient(t *testing.T) {
 	}
 	_ = json.Unmarshal(s.Events[0].Data, &started)
 
+	// The session's row and its responses are projected apart: the turn is
+	// recorded once its responses read back, not once the session does.
 	var detail response
 	poll.Must(t, 20*time.Second, "the turn recorded after its client left", func() bool {
 		detail = e.send(t, "GET", sessionPath(started.SessionID), nil, u.Access)
-		return detail.Status == http.StatusOK
+		if detail.Status != http.StatusOK {
+			return false
+		}
+		responses, _ := detail.JSON.(map[string]any)["responses"].([]any)
+		return len(responses) > 0
 	})
 	e.check(t, detail)
 	if !strings.Contains(string(detail.Body), `"response_text":"`+prompt+`"`) {
