@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -407,7 +406,7 @@ func (i *Identity) credentialsByEmail(ctx context.Context, email string) (int64,
 	if err != nil {
 		return 0, "", err
 	}
-	id, perr := strconv.ParseInt(strings.TrimPrefix(owner, events.CategoryUser+"-"), 10, 64)
+	id, perr := streamID(owner)
 	if perr != nil || !strings.HasPrefix(owner, events.CategoryUser+"-") {
 		return 0, "", errBadLogin
 	}

@@ -378,9 +378,10 @@ func (k *KnowledgeJobs) QueueUnindexed(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	queued := 0
+	requests := &Knowledge{d: k.d, indexer: k.indexer}
 	for _, d := range docs {
 		wctx := WithMetadata(ctx, eventstore.Metadata{UserID: d.owner, CorrelationID: fmt.Sprintf("unindexed-document:%d", d.id)})
-		job, _, err := (&Knowledge{d: k.d, indexer: k.indexer}).RequestReindex(wctx, d.owner, d.id)
+		job, _, err := requests.RequestReindex(wctx, d.owner, d.id)
 		if errors.Is(err, derrors.ErrNotFound) {
 			continue // erased, or its read model ahead of its stream
 		}

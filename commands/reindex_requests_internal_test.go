@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"lectern/aggregates"
 	"lectern/blobs"
 	"lectern/clocktest"
@@ -146,20 +148,13 @@ func TestAReindexRequestWhoseAnswerWasLostKeepsItsJob(t *testing.T) {
 			if _, _, err := k.RequestReindex(ctx, 7, doc); !errors.Is(err, tc.wantErr) {
 				t.Fatalf("request: %v; want %v", err, tc.wantErr)
 			}
-			var ids []int64
 			rows, err := d.DB.Query(ctx, `SELECT job_id FROM knowledge_reindex_jobs WHERE knowledge_id = $1`, doc)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					t.Fatal(err)
-				}
-				ids = append(ids, id)
-			}
-			if rows.Err() != nil || len(ids) != tc.wantJobs {
-				t.Fatalf("jobs %v (%v); want %d", ids, rows.Err(), tc.wantJobs)
+			ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil || len(ids) != tc.wantJobs {
+				t.Fatalf("jobs %v (%v); want %d", ids, err, tc.wantJobs)
 			}
 			if tc.wantJobs == 0 {
 				return
