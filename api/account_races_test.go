@@ -71,6 +71,29 @@ func TestLimitsIgnoreCaseAndSpaces(t *testing.T) {
 	wantStatus(t, res, http.StatusTooManyRequests)
 }
 
+// Codes sent are counted per mailbox: a subaddress, an internationalized
+// domain in Punycode, or a decomposed accent reaches the same inbox, so none
+// of them gets a new allowance. Another mailbox keeps its own.
+func TestSendCodeLimitIsPerMailbox(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{now: newClock(time.Now()).Now})
+	local := "jos\u00e9-" + strings.TrimSuffix(uniqueEmail(), "@example.com")
+	spellings := []string{
+		local + "@bücher.example.com",
+		local + "+1@bücher.example.com",
+		local + "+2@xn--bcher-kva.example.com",
+		strings.Replace(local, "\u00e9", "e\u0301", 1) + "@BÜCHER.example.com",
+		strings.ToUpper(local) + "+news@Bücher.example.com",
+	}
+	for _, s := range spellings {
+		wantStatus(t, e.do(t, "POST", "/user/email/send-code", map[string]string{"email": s}, ""), http.StatusOK)
+	}
+	res := e.do(t, "POST", "/user/email/send-code", map[string]string{"email": local + "+6@xn--bcher-kva.example.com"}, "")
+	wantDetail(t, res, http.StatusTooManyRequests, "Too many codes sent to this address; try again later")
+	wantStatus(t, e.do(t, "POST", "/user/email/send-code", map[string]string{"email": "x" + local + "@bücher.example.com"}, ""), http.StatusOK)
+	wantStatus(t, e.do(t, "POST", "/user/email/send-code", map[string]string{"email": local + "@example.com"}, ""), http.StatusOK)
+}
+
 // After DELETE /user/me nothing of the session works, and the address may
 // sign up again as a new user.
 func TestErasureEndsEverything(t *testing.T) {

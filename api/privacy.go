@@ -421,7 +421,7 @@ func (s *Server) exportRows(ctx context.Context, id int64) (*exportRows, error) 
 		j.Matching = nil // the admin's aid, not the user's data
 		rows.promotions = append(rows.promotions, j)
 	}
-	records, err := q.RateRecordsOf(ctx, u.Email, commands.JoinFailBucket(id))
+	records, err := q.RateRecordsOf(ctx, u.Email, commands.JoinFailBucket(id), commands.SendCodeBucket(u.Email))
 	if err != nil {
 		return nil, err
 	}

@@ -532,6 +532,56 @@ func TestErasureForgetsOnlyItsAddressesRateLimits(t *testing.T) {
 	}
 }
 
+// The codes sent to a subaddress are counted by its mailbox
+// (commands.MailboxKey): the export shows that record, and the erasure
+// deletes it, though its bucket is not keyed by the address as typed.
+func TestErasureForgetsTheCodesSentToItsMailbox(t *testing.T) {
+	t.Parallel()
+	e := sharedEnv(t)
+	mailbox := uniqueEmail()
+	address := strings.Replace(mailbox, "@", "+lectern@", 1)
+	_, access, _ := e.signUpAs(t, address, "correct horse battery", "Sub")
+	bucket := "send-code:" + mailbox
+	count := func() int {
+		t.Helper()
+		var n int
+		if err := e.pool.QueryRow(context.Background(), `SELECT count(*) FROM rate_windows WHERE bucket = $1`, bucket).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("%d windows %q after the sign-up's code, want 1", n, bucket)
+	}
+	res := e.do(t, "GET", "/user/me/export", nil, access)
+	wantStatus(t, res, http.StatusOK)
+	var export struct {
+		RateLimitRecords []struct {
+			Kind  string   `json:"kind"`
+			Times []string `json:"times"`
+		} `json:"rate_limit_records"`
+	}
+	if err := json.Unmarshal(res.Body, &export); err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	for _, r := range export.RateLimitRecords {
+		if r.Kind == "send-code" {
+			sent += len(r.Times)
+		}
+		if len(r.Times) == 0 {
+			t.Errorf("the export shows a %s record with no attempt in it", r.Kind)
+		}
+	}
+	if sent != 1 {
+		t.Errorf("the export shows %d codes sent, want 1: %+v", sent, export.RateLimitRecords)
+	}
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": "correct horse battery"}, access), http.StatusNoContent)
+	if n := count(); n != 0 {
+		t.Errorf("the erasure left the window of the codes sent to %s", mailbox)
+	}
+}
+
 // An admin erases a partner record made without a user account (a person
 // the school named: a subject of its own): its name, e-mail and phone are
 // in no table, event, export or admin read afterwards. Only admins may; a

@@ -160,6 +160,8 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		statements = append(statements,
 			statement{`DELETE FROM email_codes WHERE email = $1`, []any{u.Email}},
 			statement{`DELETE FROM rate_windows WHERE ` + ratelimit.KeyedBy, []any{u.Email}},
+			// Codes are counted by mailbox, which may be spelt otherwise.
+			statement{`DELETE FROM rate_windows WHERE bucket = $1`, []any{SendCodeBucket(u.Email)}},
 			statement{`DELETE FROM rate_buckets WHERE ` + ratelimit.KeyedBy, []any{u.Email}})
 	}
 	return pgx.BeginFunc(ctx, x.d.DB, func(tx pgx.Tx) error {

@@ -168,7 +168,7 @@ func (i *Identity) SendCode(ctx context.Context, email, addr string) (token stri
 	if err := i.limitAddress(ctx, "send-code", addr); err != nil {
 		return "", time.Time{}, err
 	}
-	sent, d, err := i.limiter.Take(ctx, "send-code:"+email, i.limits.SendCode)
+	sent, d, err := i.limiter.Take(ctx, SendCodeBucket(email), i.limits.SendCode)
 	if err != nil {
 		return "", time.Time{}, err
 	}

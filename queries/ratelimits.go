@@ -28,8 +28,10 @@ type RateRecord struct {
 // those keyed by their e-mail address (ratelimit.KeyedBy) and the buckets
 // named (those keyed by the user's id), in bucket order.
 func (q *DB) RateRecordsOf(ctx context.Context, email string, buckets ...string) ([]RateRecord, error) {
-	rows, err := q.pool.Query(ctx, `SELECT bucket, hits FROM rate_windows WHERE `+ratelimit.KeyedBy+` OR bucket = ANY($2)
-		ORDER BY bucket`, email, buckets)
+	// A window whose hits were all given back (a right code, a code the
+	// mail server refused) records no attempt: it is left out.
+	rows, err := q.pool.Query(ctx, `SELECT bucket, hits FROM rate_windows WHERE (`+ratelimit.KeyedBy+` OR bucket = ANY($2))
+		AND cardinality(hits) > 0 ORDER BY bucket`, email, buckets)
 	if err != nil {
 		return nil, err
 	}
