@@ -54,7 +54,13 @@ func (Schema) InsertQuery(wsql.InsertQueryParams) (wsql.Query, error) {
 	return wsql.Query{}, errors.New("events are appended through the event store, not published")
 }
 
-// SelectQuery is the default PostgreSQL query with the stream columns.
+// SelectQuery is the default PostgreSQL query with the stream columns. A
+// page of more than one event ends with a transaction's last event: a poll
+// is one transaction of the projection's (watermill-sql), so an append's
+// events, which are one transaction of the store's, are applied together
+// and no read sees half of an append (a session without its first turn).
+// The page may then pass batch by the rest of its last transaction. A page
+// of one (a projection going carefully past a failure) stays one.
 func (s Schema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, error) {
 	next, err := params.OffsetsAdapter.NextOffsetQuery(wsql.NextOffsetQueryParams{Topic: params.Topic, ConsumerGroup: params.ConsumerGroup})
 	if err != nil {
@@ -64,17 +70,30 @@ func (s Schema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, error) {
 	if batch <= 0 {
 		batch = 100
 	}
-	q := `SELECT * FROM (
-		WITH last_processed AS (` + next.Query + `)
-		SELECT "offset", transaction_id, uuid::text, payload::text, metadata::text, stream_id, version, event_type, schema_version, recorded_at
+	const columns = `"offset", transaction_id, uuid::text, payload::text, metadata::text, stream_id, version, event_type, schema_version, recorded_at`
+	page := `SELECT ` + columns + `
 		FROM events
 		-- A row comparison is an index range however far behind the group is
 		-- (an OR of the two cases is not); no row yet reads as the start.
 		WHERE (transaction_id, "offset") > (coalesce((SELECT last_processed_transaction_id FROM last_processed), '0'),
 		                                    coalesce((SELECT offset_acked FROM last_processed), 0))
 		  AND transaction_id < pg_snapshot_xmin(pg_current_snapshot())
-		ORDER BY transaction_id, "offset" LIMIT ` + strconv.Itoa(batch) + `
-	) AS messages ORDER BY transaction_id, "offset"` // limited inside, where the planner sees the LIMIT and walks the index
+		ORDER BY transaction_id, "offset" LIMIT ` + strconv.Itoa(batch) // limited inside, where the planner sees the LIMIT and walks the index
+	if batch == 1 {
+		return wsql.Query{Query: `WITH last_processed AS (` + next.Query + `) ` + page, Args: next.Args}, nil
+	}
+	// Below the horizon every transaction has committed, so the rest of the
+	// last one is all there.
+	q := `SELECT * FROM (
+		WITH last_processed AS (` + next.Query + `),
+		page AS MATERIALIZED (` + page + `),
+		last AS (SELECT transaction_id, "offset" FROM page ORDER BY transaction_id DESC, "offset" DESC LIMIT 1)
+		SELECT * FROM page
+		UNION ALL
+		SELECT ` + columns + ` FROM events
+		WHERE (transaction_id, "offset") > (SELECT transaction_id, "offset" FROM last)
+		  AND transaction_id = (SELECT transaction_id FROM last)
+	) AS messages ORDER BY transaction_id, "offset"`
 	return wsql.Query{Query: q, Args: next.Args}, nil
 }
 

@@ -2,13 +2,19 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/uuid"
 
+	"lectern/eventstore"
 	"lectern/eventstore/postgres"
+	"lectern/eventstore/storetest"
 	"lectern/pgtest"
+	"lectern/poll"
 )
 
 // A projection's poll takes no transaction id before it writes: an open
@@ -67,5 +73,72 @@ func TestPollTakesNoTransactionID(t *testing.T) {
 	}
 	if _, err := second.Exec(short, sel.Query, sel.Args...); err == nil {
 		t.Error("a second consumer of the group polled while the first held it")
+	}
+}
+
+// A poll's page ends with a transaction's last event, so that a projection
+// applies an append's events in one of its transactions and no read sees
+// half of an append. A page of one stays one (a projection going carefully
+// past a failure).
+func TestPollEndsWithATransaction(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	store := postgres.New(pool, nil)
+	defer store.Close()
+	stream := "whole-" + uuid.NewString()[:8]
+	evs := []eventstore.EventData{storetest.Event("a", 1), storetest.Event("b", 2), storetest.Event("c", 3)}
+	if _, err := store.Append(ctx, stream, eventstore.NoStream, evs); err != nil {
+		t.Fatal(err)
+	}
+	var txid string
+	var first int64
+	if err := pool.QueryRow(ctx, `SELECT transaction_id::text, min("offset") FROM events WHERE stream_id = $1 GROUP BY 1`, stream).
+		Scan(&txid, &first); err != nil {
+		t.Fatal(err)
+	}
+	// A group whose last event is just before the append's first.
+	group := "whole-" + stream
+	if _, err := pool.Exec(ctx, `INSERT INTO projection_offsets (consumer_group, offset_acked, last_processed_transaction_id)
+		VALUES ($1, $2, $3::xid8)`, group, first-1, txid); err != nil {
+		t.Fatal(err)
+	}
+	page := func(batch int) []string {
+		t.Helper()
+		sel, err := postgres.NewSchema(batch).SelectQuery(wsql.SelectQueryParams{Topic: postgres.Topic, ConsumerGroup: group, OffsetsAdapter: postgres.NewOffsets()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := pool.Query(ctx, sel.Query, sel.Args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			var offset int64
+			var tx, id, payload, meta, streamID, typ string
+			var version int64
+			var sv int
+			var recorded time.Time
+			if err := rows.Scan(&offset, &tx, &id, &payload, &meta, &streamID, &version, &typ, &sv, &recorded); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%s %d", streamID, version))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// The append is below the horizon once every older transaction of the
+	// cluster (other tests') has ended.
+	var got []string
+	poll.Must(t, 10*time.Second, "the append below the horizon", func() bool { got = page(2); return len(got) > 0 })
+	want := []string{stream + " 1", stream + " 2", stream + " 3"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("a page of 2 (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(want[:1], page(1)); diff != "" {
+		t.Errorf("a page of 1 (-want +got):\n%s", diff)
 	}
 }
