@@ -433,18 +433,18 @@ func TestStreamedTurnOutlivesItsClient(t *testing.T) {
 	}
 	_ = json.Unmarshal(s.Events[0].Data, &started)
 
-	// The session's row and its responses are projected apart: the turn is
-	// recorded once its responses read back, not once the session does.
+	// The session and its first turn are one append, which projections
+	// apply whole, on either store: once the session reads back, so does
+	// its turn.
 	var detail response
 	poll.Must(t, 20*time.Second, "the turn recorded after its client left", func() bool {
 		detail = e.send(t, "GET", sessionPath(started.SessionID), nil, u.Access)
-		if detail.Status != http.StatusOK {
-			return false
-		}
-		responses, _ := detail.JSON.(map[string]any)["responses"].([]any)
-		return len(responses) > 0
+		return detail.Status == http.StatusOK
 	})
 	e.check(t, detail)
+	if responses, _ := detail.JSON.(map[string]any)["responses"].([]any); len(responses) == 0 {
+		t.Fatalf("the session read back without its first turn: %s", detail.Body)
+	}
 	if !strings.Contains(string(detail.Body), `"response_text":"`+prompt+`"`) {
 		t.Errorf("the recorded turn is not the whole answer: %s", detail.Body)
 	}

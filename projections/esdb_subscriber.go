@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/eventstore"
+	"lectern/eventstore/esdb"
 	"lectern/eventstore/postgres"
 	"lectern/reconnect"
 )
@@ -307,53 +308,9 @@ func (s *ESDBSubscriber) consume(ctx context.Context, out chan<- *message.Messag
 			return progressed, errClosing
 		case first = <-items:
 		}
-		// The batch: what has already arrived, up to BatchSize events.
-		var batch []*client.RecordedEvent
-		upto := s.last
-		var dropped error
-		take := func(ev *client.SubscriptionEvent) {
-			switch {
-			case ev.SubscriptionDropped != nil:
-				dropped = errors.New("subscription dropped")
-				if err := ev.SubscriptionDropped.Error; err != nil {
-					dropped = fmt.Errorf("subscription to $all after %v dropped: %w", from, s.cfg.Store.DroppedError(err))
-				}
-			case ev.CheckPointReached != nil:
-				p := eventstore.Position{Commit: ev.CheckPointReached.Commit, Prepare: ev.CheckPointReached.Prepare}
-				if p.Compare(upto) > 0 {
-					upto = p
-				}
-			case ev.EventAppeared != nil:
-				rec := ev.EventAppeared.OriginalEvent()
-				if rec == nil {
-					return
-				}
-				p := eventstore.Position{Commit: rec.Position.Commit, Prepare: rec.Position.Prepare}
-				if p.Compare(s.last) <= 0 {
-					return // at or before the checkpoint: already applied
-				}
-				if strings.HasPrefix(rec.EventType, "$") {
-					// The server filters these out; never hand one to a projection.
-					if p.Compare(upto) > 0 {
-						upto = p
-					}
-					return
-				}
-				batch = append(batch, rec)
-				if p.Compare(upto) > 0 {
-					upto = p
-				}
-			}
-		}
-		take(first)
-	drain:
-		for dropped == nil && len(batch) < s.cfg.BatchSize {
-			select {
-			case ev := <-items:
-				take(ev)
-			default:
-				break drain
-			}
+		batch, upto, dropped, closed := s.collect(from, first, items)
+		if closed {
+			return progressed, errClosing
 		}
 		if len(batch) > 0 || upto.Compare(s.last) > 0 {
 			for {
@@ -378,6 +335,76 @@ func (s *ESDBSubscriber) consume(ctx context.Context, out chan<- *message.Messag
 			return progressed, dropped
 		}
 	}
+}
+
+// collect is the batch that starts with first, of the subscription from
+// from: what has already arrived,
+// up to BatchSize events, and the rest of the last event's append, which the
+// server sends next (it wrote the append at once), waited for: a batch is
+// one transaction of the projection's, so no read sees half of an append.
+// upto is the furthest position seen; dropped, the subscription's end;
+// closed, that Close came while it waited.
+func (s *ESDBSubscriber) collect(from eventstore.Position, first *client.SubscriptionEvent, items <-chan *client.SubscriptionEvent) (
+	batch []*client.RecordedEvent, upto eventstore.Position, dropped error, closed bool) {
+	upto = s.last
+	take := func(ev *client.SubscriptionEvent) {
+		switch {
+		case ev.SubscriptionDropped != nil:
+			dropped = errors.New("subscription dropped")
+			if err := ev.SubscriptionDropped.Error; err != nil {
+				dropped = fmt.Errorf("subscription to $all after %v dropped: %w", from, s.cfg.Store.DroppedError(err))
+			}
+		case ev.CheckPointReached != nil:
+			p := eventstore.Position{Commit: ev.CheckPointReached.Commit, Prepare: ev.CheckPointReached.Prepare}
+			if p.Compare(upto) > 0 {
+				upto = p
+			}
+		case ev.EventAppeared != nil:
+			rec := ev.EventAppeared.OriginalEvent()
+			if rec == nil {
+				return
+			}
+			p := eventstore.Position{Commit: rec.Position.Commit, Prepare: rec.Position.Prepare}
+			if p.Compare(s.last) <= 0 {
+				return // at or before the checkpoint: already applied
+			}
+			if strings.HasPrefix(rec.EventType, "$") {
+				// The server filters these out; never hand one to a projection.
+				if p.Compare(upto) > 0 {
+					upto = p
+				}
+				return
+			}
+			batch = append(batch, rec)
+			if p.Compare(upto) > 0 {
+				upto = p
+			}
+		}
+	}
+	inAppend := func() bool { return len(batch) > 0 && esdb.AppendRest(batch[len(batch)-1]) > 0 }
+	take(first)
+	for dropped == nil {
+		unfinished := inAppend()
+		if len(batch) >= s.cfg.BatchSize && !unfinished {
+			break
+		}
+		select {
+		case ev := <-items:
+			take(ev)
+			continue
+		default:
+		}
+		if !unfinished {
+			break
+		}
+		select {
+		case ev := <-items:
+			take(ev)
+		case <-s.closing:
+			return batch, upto, nil, true
+		}
+	}
+	return batch, upto, dropped, false
 }
 
 // apply delivers batch in one transaction and commits it with the checkpoint upto.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/components/cqrs"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/go-cmp/cmp"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -653,5 +655,79 @@ func TestESDBResumesFromACheckpointAtTheLogsEnd(t *testing.T) {
 		default:
 		}
 		return delivered.Load() == 1
+	})
+}
+
+// A batch ends with an append's last event: one that would end inside an
+// append waits for the rest, which the server sends next, past BatchSize if
+// need be; one at BatchSize that ends with an append stops there; Close
+// ends the wait.
+func TestESDBBatchEndsWithAnAppend(t *testing.T) {
+	t.Parallel()
+	var pos uint64
+	event := func(stream string, rest int) *client.SubscriptionEvent {
+		pos += 100
+		return &client.SubscriptionEvent{EventAppeared: &client.ResolvedEvent{Event: &client.RecordedEvent{
+			EventID: uuid.New(), EventType: "thing.done", StreamID: stream,
+			Position:     client.Position{Commit: pos, Prepare: pos},
+			UserMetadata: []byte(fmt.Sprintf(`{"user_id":1,"append_rest":%d}`, rest)),
+		}}}
+	}
+	streams := func(batch []*client.RecordedEvent) []string {
+		var out []string
+		for _, rec := range batch {
+			out = append(out, rec.StreamID)
+		}
+		return out
+	}
+	type collected struct {
+		batch  []*client.RecordedEvent
+		closed bool
+	}
+	start := func(s *ESDBSubscriber, first *client.SubscriptionEvent, items chan *client.SubscriptionEvent) chan collected {
+		done := make(chan collected, 1)
+		go func() {
+			batch, _, _, closed := s.collect(eventstore.Position{}, first, items)
+			done <- collected{batch, closed}
+		}()
+		return done
+	}
+
+	t.Run("the rest of an append is waited for", func(t *testing.T) {
+		s := &ESDBSubscriber{cfg: ESDBSubscriberConfig{BatchSize: 2}, closing: make(chan struct{})}
+		items := make(chan *client.SubscriptionEvent) // unbuffered: a send is taken by collect
+		done := start(s, event("a", 2), items)
+		for _, ev := range []*client.SubscriptionEvent{event("a", 1), event("a", 0)} {
+			select {
+			case items <- ev:
+			case c := <-done:
+				t.Fatalf("the batch ended inside the append: %v", streams(c.batch))
+			}
+		}
+		c := <-done
+		if diff := cmp.Diff([]string{"a", "a", "a"}, streams(c.batch)); diff != "" || c.closed {
+			t.Errorf("batch (-want +got):\n%s (closed %v)", diff, c.closed)
+		}
+	})
+	t.Run("a full batch ends with an append", func(t *testing.T) {
+		s := &ESDBSubscriber{cfg: ESDBSubscriberConfig{BatchSize: 2}, closing: make(chan struct{})}
+		items := make(chan *client.SubscriptionEvent, 3)
+		items <- event("b", 0)
+		items <- event("c", 0)
+		c := <-start(s, event("a", 0), items)
+		if diff := cmp.Diff([]string{"a", "b"}, streams(c.batch)); diff != "" {
+			t.Errorf("batch (-want +got):\n%s", diff)
+		}
+		if len(items) != 1 {
+			t.Errorf("%d events left for the next batch, want 1", len(items))
+		}
+	})
+	t.Run("Close ends the wait", func(t *testing.T) {
+		s := &ESDBSubscriber{cfg: ESDBSubscriberConfig{BatchSize: 2}, closing: make(chan struct{})}
+		done := start(s, event("a", 1), make(chan *client.SubscriptionEvent))
+		close(s.closing)
+		if c := <-done; !c.closed {
+			t.Errorf("collect returned %v without closing", streams(c.batch))
+		}
 	})
 }

@@ -9,6 +9,7 @@
 package esdb
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -130,6 +131,26 @@ type storedMetadata struct {
 	eventstore.Metadata
 	RecordedAt    time.Time `json:"recorded_at"`
 	SchemaVersion int       `json:"schema_version"`
+	// AppendRest is how many events of the same append follow this one
+	// (omitted: none). A subscription delivers an append's events one by
+	// one: a projection's subscriber ends a batch with an append's last
+	// event (AppendRest), so that no read sees half of an append.
+	AppendRest int `json:"append_rest,omitempty"`
+}
+
+// AppendRest is how many events of rec's append follow it: 0 when none
+// do, or its metadata does not say (an event appended before it did).
+func AppendRest(rec *client.RecordedEvent) int {
+	if !bytes.Contains(rec.UserMetadata, []byte(`"append_rest"`)) {
+		return 0
+	}
+	var m struct {
+		AppendRest int `json:"append_rest"`
+	}
+	if json.Unmarshal(rec.UserMetadata, &m) != nil {
+		return 0
+	}
+	return m.AppendRest
 }
 
 // expectedRevision maps a Lectern expected version to EventStoreDB's.
@@ -155,8 +176,9 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	}
 	data := make([]client.EventData, 0, len(events))
 	size := 0
-	for _, e := range events {
-		meta, err := json.Marshal(storedMetadata{Metadata: e.Metadata, RecordedAt: e.RecordedAt.UTC(), SchemaVersion: e.SchemaVersion})
+	for i, e := range events {
+		meta, err := json.Marshal(storedMetadata{Metadata: e.Metadata, RecordedAt: e.RecordedAt.UTC(), SchemaVersion: e.SchemaVersion,
+			AppendRest: len(events) - 1 - i})
 		if err != nil {
 			return eventstore.AppendResult{}, fmt.Errorf("esdb: append to %q: metadata: %w", stream, err)
 		}

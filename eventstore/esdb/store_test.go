@@ -3,12 +3,15 @@ package esdb_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/EventStore/EventStore-Client-Go/v4/protos/streams"
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
@@ -363,5 +366,45 @@ func TestPastEnd(t *testing.T) {
 		if err != nil || past != tc.want {
 			t.Errorf("%s (%v): PastEnd = %v, %v; want %v", tc.name, tc.p, past, err, tc.want)
 		}
+	}
+}
+
+// Each event of an append says how many of the append's events follow it,
+// which a subscription reader needs to end its batches with an append.
+func TestAppendRestCountsTheAppendsEventsLeft(t *testing.T) {
+	s := open(t, esdbfake.Start(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := s.Append(ctx, "rest-1", eventstore.NoStream, []eventstore.EventData{
+		storetest.Event("a", 1), storetest.Event("b", 2), storetest.Event("c", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(ctx, "rest-2", eventstore.NoStream, []eventstore.EventData{storetest.Event("d", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := s.SubscribeToAll(ctx, client.SubscribeToAllOptions{From: client.Start{}, Filter: client.ExcludeSystemEventsFilter()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Close() }()
+	var got []string
+	for len(got) < 4 {
+		ev := sub.Recv()
+		if ev.SubscriptionDropped != nil {
+			t.Fatalf("dropped after %v: %v", got, ev.SubscriptionDropped.Error)
+		}
+		if ev.EventAppeared == nil {
+			continue
+		}
+		if rec := ev.EventAppeared.OriginalEvent(); rec != nil {
+			got = append(got, fmt.Sprintf("%s %d", rec.StreamID, esdb.AppendRest(rec)))
+		}
+	}
+	if want := []string{"rest-1 2", "rest-1 1", "rest-1 0", "rest-2 0"}; !slices.Equal(got, want) {
+		t.Errorf("events and the rest of their appends: %v, want %v", got, want)
+	}
+	// Metadata that does not say (an event appended before it did).
+	if n := esdb.AppendRest(&client.RecordedEvent{UserMetadata: []byte(`{"user_id":1}`)}); n != 0 {
+		t.Errorf("AppendRest of metadata without it = %d", n)
 	}
 }
