@@ -261,6 +261,9 @@ func (s *ESDBSubscriber) consume(ctx context.Context, out chan<- *message.Messag
 		return false, err
 	}
 	s.last = from
+	// Only system events are filtered out: collect waits for the rest of an
+	// append, so a filter that passed over some of an append's events would
+	// stall it.
 	opts := client.SubscribeToAllOptions{From: client.Start{}, Filter: client.ExcludeSystemEventsFilter()}
 	if !from.IsZero() {
 		// The server would take the subscription and wait, silently. A check
