@@ -28,7 +28,9 @@ func MailboxKey(email string) string {
 		return email
 	}
 	local, domain := email[:at], email[at+1:]
-	if ascii, err := idna.Lookup.ToASCII(domain); err == nil {
+	// A domain that fails a rule of IDNA's (bidi, say) still comes back
+	// mapped and encoded: that is its key all the same.
+	if ascii, _ := idna.Lookup.ToASCII(domain); ascii != "" {
 		domain = ascii
 	}
 	if plus := strings.IndexByte(local, '+'); plus > 0 {

@@ -20,6 +20,9 @@ func TestMailboxKey(t *testing.T) {
 		{"ann@bücher.example.com", "ann@xn--bcher-kva.example.com"},
 		{"ann@BÜCHER.example.com", "ann@xn--bcher-kva.example.com"},
 		{"ann@xn--bcher-kva.example.com", "ann@xn--bcher-kva.example.com"},
+		// A domain IDNA finds fault with (the bidi rule) is mapped all the same.
+		{"ann@\u0661\u0662\u0663.\uff45xample.com", "ann@xn--9hbcd.example.com"},
+		{"ann@\u0661\u0662\u0663.example.com", "ann@xn--9hbcd.example.com"},
 		// The same letters, composed and decomposed (NFC).
 		{"jos\u00e9@example.com", "jos\u00e9@example.com"},
 		{"jose\u0301@example.com", "jos\u00e9@example.com"},

@@ -345,8 +345,10 @@ func (s *ESDBSubscriber) consume(ctx context.Context, out chan<- *message.Messag
 // up to BatchSize events, and the rest of the last event's append, which the
 // server sends next (it wrote the append at once), waited for: a batch is
 // one transaction of the projection's, so no read sees half of an append.
-// upto is the furthest position seen; dropped, the subscription's end;
-// closed, that Close came while it waited.
+// upto is the furthest position seen; dropped, the subscription's end (a
+// batch that it cut inside an append ends before that append, whose events
+// the next subscription delivers again); closed, that Close came while it
+// waited.
 func (s *ESDBSubscriber) collect(from eventstore.Position, first *client.SubscriptionEvent, items <-chan *client.SubscriptionEvent) (
 	batch []*client.RecordedEvent, upto eventstore.Position, dropped error, closed bool) {
 	upto = s.last
@@ -405,6 +407,19 @@ func (s *ESDBSubscriber) collect(from eventstore.Position, first *client.Subscri
 			take(ev)
 		case <-s.closing:
 			return batch, upto, nil, true
+		}
+	}
+	if dropped != nil && inAppend() {
+		// Dropped inside an append: what went before it is applied, the
+		// append comes again whole from the next subscription.
+		whole := len(batch) - 1
+		for whole >= 0 && esdb.AppendRest(batch[whole]) > 0 {
+			whole--
+		}
+		batch, upto = batch[:whole+1], s.last
+		if whole >= 0 {
+			p := batch[whole].Position
+			upto = eventstore.Position{Commit: p.Commit, Prepare: p.Prepare}
 		}
 	}
 	return batch, upto, dropped, false

@@ -722,6 +722,22 @@ func TestESDBBatchEndsWithAnAppend(t *testing.T) {
 			t.Errorf("%d events left for the next batch, want 1", len(items))
 		}
 	})
+	t.Run("a drop inside an append leaves the append out", func(t *testing.T) {
+		s := &ESDBSubscriber{cfg: ESDBSubscriberConfig{BatchSize: 10}, closing: make(chan struct{})}
+		items := make(chan *client.SubscriptionEvent, 3)
+		whole := event("a", 0)
+		items <- event("b", 2)
+		items <- event("b", 1)
+		items <- &client.SubscriptionEvent{SubscriptionDropped: &client.SubscriptionDropped{}}
+		batch, upto, dropped, _ := s.collect(eventstore.Position{}, whole, items)
+		if diff := cmp.Diff([]string{"a"}, streams(batch)); diff != "" || dropped == nil {
+			t.Errorf("batch (-want +got):\n%s (dropped: %v)", diff, dropped)
+		}
+		at := whole.EventAppeared.Event.Position
+		if want := (eventstore.Position{Commit: at.Commit, Prepare: at.Prepare}); upto != want {
+			t.Errorf("checkpoint %v, want the last whole append's %v", upto, want)
+		}
+	})
 	t.Run("Close ends the wait", func(t *testing.T) {
 		s := &ESDBSubscriber{cfg: ESDBSubscriberConfig{BatchSize: 2}, closing: make(chan struct{})}
 		done := start(s, event("a", 1), make(chan *client.SubscriptionEvent))

@@ -59,8 +59,12 @@ func (Schema) InsertQuery(wsql.InsertQueryParams) (wsql.Query, error) {
 // is one transaction of the projection's (watermill-sql), so an append's
 // events, which are one transaction of the store's, are applied together
 // and no read sees half of an append (a session without its first turn).
-// The page may then pass batch by the rest of its last transaction. A page
-// of one (a projection going carefully past a failure) stays one.
+// The page may then pass batch by the rest of its last transaction, up to
+// batch more: a transaction longer than that is one of grouped appends
+// (batch.go: at most maxBatch, of one event each, so a cut falls between
+// two appends) or an append of over batch events, which is then applied in
+// parts. A page of one (a projection going carefully past a failure) stays
+// one.
 func (s Schema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, error) {
 	next, err := params.OffsetsAdapter.NextOffsetQuery(wsql.NextOffsetQueryParams{Topic: params.Topic, ConsumerGroup: params.ConsumerGroup})
 	if err != nil {
@@ -90,9 +94,10 @@ func (s Schema) SelectQuery(params wsql.SelectQueryParams) (wsql.Query, error) {
 		last AS (SELECT transaction_id, "offset" FROM page ORDER BY transaction_id DESC, "offset" DESC LIMIT 1)
 		SELECT * FROM page
 		UNION ALL
-		SELECT ` + columns + ` FROM events
-		WHERE (transaction_id, "offset") > (SELECT transaction_id, "offset" FROM last)
-		  AND transaction_id = (SELECT transaction_id FROM last)
+		(SELECT ` + columns + ` FROM events
+		 WHERE (transaction_id, "offset") > (SELECT transaction_id, "offset" FROM last)
+		   AND transaction_id = (SELECT transaction_id FROM last)
+		 ORDER BY transaction_id, "offset" LIMIT ` + strconv.Itoa(batch) + `)
 	) AS messages ORDER BY transaction_id, "offset"`
 	return wsql.Query{Query: q, Args: next.Args}, nil
 }

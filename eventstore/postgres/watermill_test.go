@@ -78,31 +78,40 @@ func TestPollTakesNoTransactionID(t *testing.T) {
 
 // A poll's page ends with a transaction's last event, so that a projection
 // applies an append's events in one of its transactions and no read sees
-// half of an append. A page of one stays one (a projection going carefully
-// past a failure).
+// half of an append; by at most a page more, so that a long transaction
+// does not make a page without bound. A page of one stays one (a
+// projection going carefully past a failure).
 func TestPollEndsWithATransaction(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	store := postgres.New(pool, nil)
 	defer store.Close()
-	stream := "whole-" + uuid.NewString()[:8]
-	evs := []eventstore.EventData{storetest.Event("a", 1), storetest.Event("b", 2), storetest.Event("c", 3)}
-	if _, err := store.Append(ctx, stream, eventstore.NoStream, evs); err != nil {
-		t.Fatal(err)
+	// appendOf appends n events to a new stream and returns the stream and
+	// a consumer group whose last event is just before the append's first.
+	appendOf := func(n int) (stream, group string) {
+		t.Helper()
+		stream = "whole-" + uuid.NewString()[:8]
+		var evs []eventstore.EventData
+		for i := range n {
+			evs = append(evs, storetest.Event(fmt.Sprint(i), i+1))
+		}
+		if _, err := store.Append(ctx, stream, eventstore.NoStream, evs); err != nil {
+			t.Fatal(err)
+		}
+		var txid string
+		var first int64
+		if err := pool.QueryRow(ctx, `SELECT transaction_id::text, min("offset") FROM events WHERE stream_id = $1 GROUP BY 1`, stream).
+			Scan(&txid, &first); err != nil {
+			t.Fatal(err)
+		}
+		group = "whole-" + stream
+		if _, err := pool.Exec(ctx, `INSERT INTO projection_offsets (consumer_group, offset_acked, last_processed_transaction_id)
+			VALUES ($1, $2, $3::xid8)`, group, first-1, txid); err != nil {
+			t.Fatal(err)
+		}
+		return stream, group
 	}
-	var txid string
-	var first int64
-	if err := pool.QueryRow(ctx, `SELECT transaction_id::text, min("offset") FROM events WHERE stream_id = $1 GROUP BY 1`, stream).
-		Scan(&txid, &first); err != nil {
-		t.Fatal(err)
-	}
-	// A group whose last event is just before the append's first.
-	group := "whole-" + stream
-	if _, err := pool.Exec(ctx, `INSERT INTO projection_offsets (consumer_group, offset_acked, last_processed_transaction_id)
-		VALUES ($1, $2, $3::xid8)`, group, first-1, txid); err != nil {
-		t.Fatal(err)
-	}
-	page := func(batch int) []string {
+	page := func(group string, batch int) []string {
 		t.Helper()
 		sel, err := postgres.NewSchema(batch).SelectQuery(wsql.SelectQueryParams{Topic: postgres.Topic, ConsumerGroup: group, OffsetsAdapter: postgres.NewOffsets()})
 		if err != nil {
@@ -130,15 +139,26 @@ func TestPollEndsWithATransaction(t *testing.T) {
 		}
 		return got
 	}
-	// The append is below the horizon once every older transaction of the
-	// cluster (other tests') has ended.
-	var got []string
-	poll.Must(t, 10*time.Second, "the append below the horizon", func() bool { got = page(2); return len(got) > 0 })
-	want := []string{stream + " 1", stream + " 2", stream + " 3"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("a page of 2 (-want +got):\n%s", diff)
+	versions := func(stream string, n int) []string {
+		var out []string
+		for v := 1; v <= n; v++ {
+			out = append(out, fmt.Sprintf("%s %d", stream, v))
+		}
+		return out
 	}
-	if diff := cmp.Diff(want[:1], page(1)); diff != "" {
+	three, threes := appendOf(3)
+	six, sixes := appendOf(6)
+	// The appends are below the horizon once every older transaction of
+	// the cluster (other tests') has ended.
+	var got []string
+	poll.Must(t, 10*time.Second, "the appends below the horizon", func() bool { got = page(sixes, 2); return len(got) > 0 })
+	if diff := cmp.Diff(versions(six, 4), got); diff != "" {
+		t.Errorf("a page of 2 of six events in one transaction: two more at most (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(versions(three, 3), page(threes, 2)); diff != "" {
+		t.Errorf("a page of 2 of three events in one transaction (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(versions(three, 1), page(threes, 1)); diff != "" {
 		t.Errorf("a page of 1 (-want +got):\n%s", diff)
 	}
 }
