@@ -389,17 +389,17 @@ func (s *ESDBSubscriber) collect(from eventstore.Position, first *client.Subscri
 	inAppend := func() bool { return len(batch) > 0 && esdb.AppendRest(batch[len(batch)-1]) > 0 }
 	take(first)
 	for dropped == nil {
-		unfinished := inAppend()
-		if len(batch) >= s.cfg.BatchSize && !unfinished {
-			break
+		if len(batch) < s.cfg.BatchSize {
+			select {
+			case ev := <-items:
+				take(ev)
+				continue
+			default:
+			}
 		}
-		select {
-		case ev := <-items:
-			take(ev)
-			continue
-		default:
-		}
-		if !unfinished {
+		// The batch ends here (full, or nothing more has arrived) unless it
+		// ends inside an append: only then is the last event's metadata read.
+		if !inAppend() {
 			break
 		}
 		select {
