@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +18,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"lectern/aggregates"
 	"lectern/eventstore"
 	"lectern/history"
 	"lectern/llm"
+	"lectern/poll"
+	"lectern/projections"
 )
 
 // personalUser is a user whose every kind of personal field holds marker.
@@ -598,6 +603,14 @@ func TestAdminErasesAPartnerWithoutAccount(t *testing.T) {
 	wantStatus(t, res, http.StatusCreated)
 	partnerID := num(t, res, "id")
 	path := fmt.Sprintf("/admin/partners/%d/erase", partnerID)
+	// A dead letter of the partner's event whose error holds the name
+	// unquoted (TestAnErasureBlanksItsDeadLetters shows how one comes).
+	if _, err := e.pool.Exec(context.Background(), `INSERT INTO projection_dead_letters
+		(projection, event_id, event_type, stream_id, position, error, failures, status, subject)
+		VALUES ('partners', $1, 'partner.created', $2, '1-1', $3, 5, 'resolved', $4)`, uuid.New(),
+		fmt.Sprintf("partner-%d", partnerID), "ERROR: cannot take Pat "+marker, fmt.Sprintf("partner-%d", partnerID)); err != nil {
+		t.Fatal(err)
+	}
 	if hits := markerHits(t, e, marker); len(hits) == 0 {
 		t.Fatal("the marker is in no table before the erasure: the search finds nothing")
 	}
@@ -630,5 +643,109 @@ func TestAdminErasesAPartnerWithoutAccount(t *testing.T) {
 	}
 	if p := payload(t, evs[len(evs)-1]); p["actor"] != jsonNum(admin.ID) {
 		t.Errorf("partner.erased %v: want the admin as actor", p)
+	}
+}
+
+// poisonAgents makes the agents read model refuse an agent whose name holds
+// "POISON": by casting the name to an integer (PostgreSQL quotes the value
+// in its error), or, raw, by raising an error that holds the name unquoted,
+// as a trigger or function of an operator's might. It is taken away when
+// the test ends.
+func poisonAgents(t *testing.T, e *env, raw bool) {
+	t.Helper()
+	body := `PERFORM NEW.name::int;`
+	if raw {
+		body = `RAISE EXCEPTION 'cannot take %', NEW.name;`
+	}
+	ctx := context.Background()
+	if _, err := e.pool.Exec(ctx, `CREATE OR REPLACE FUNCTION lectern_test_poison() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN IF strpos(NEW.name, 'POISON') > 0 THEN `+body+` END IF; RETURN NEW; END $$`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `CREATE OR REPLACE TRIGGER lectern_test_poison BEFORE INSERT ON agents
+		FOR EACH ROW EXECUTE FUNCTION lectern_test_poison()`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unpoisonAgents(t, e) })
+}
+
+func unpoisonAgents(t *testing.T, e *env) {
+	t.Helper()
+	if _, err := e.pool.Exec(context.Background(), `DROP TRIGGER IF EXISTS lectern_test_poison ON agents`); err != nil {
+		t.Error(err)
+	}
+}
+
+// userDeadLetter is the one dead letter of subject's events, once its
+// status is one of statuses and its error holds want.
+func userDeadLetter(t *testing.T, e *env, subject, want string, statuses ...string) (projection, eventID, errText string) {
+	t.Helper()
+	var last string
+	defer func() { t.Log("the dead letter seen last:", last) }() // shown if the wait fails
+	poll.Must(t, 20*time.Second, "the dead letter of "+subject+" holding "+want, func() bool {
+		var status string
+		err := e.pool.QueryRow(context.Background(), `SELECT projection, event_id::text, error, status
+			FROM projection_dead_letters WHERE subject = $1`, subject).Scan(&projection, &eventID, &errText, &status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = status + " " + errText
+		return slices.Contains(statuses, status) && strings.Contains(errText, want)
+	})
+	return projection, eventID, errText
+}
+
+// An event a read model cannot apply is recorded as a dead letter: its
+// error without the values PostgreSQL quotes, in the log as in the table,
+// and with the event's subject, whose erasure blanks the error (an error
+// raised with a value unquoted keeps it until then). Not parallel: the
+// agents projection stops on the event until the operator's retry.
+func TestAnErasureBlanksItsDeadLetters(t *testing.T) {
+	e := sharedEnv(t)
+	marker := "MRK" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	u := e.signUp(t)
+	subject := fmt.Sprintf("user-%d", u.ID)
+	ctx := context.Background()
+
+	poisonAgents(t, e, false)
+	// Through the commands: POST /agents would wait for the stopped read model.
+	if _, _, err := e.svc.Commands.Agents.Create(ctx, aggregates.CreateAgent{OwnerID: u.ID, Name: "POISON " + marker, SystemPrompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	projection, eventID, errText := userDeadLetter(t, e, subject, "SQLSTATE 22P02", projections.DeadLetterStopped)
+	if strings.Contains(errText, marker) || !strings.Contains(errText, "invalid input syntax for type integer") {
+		t.Errorf("the dead letter's error %q: want the failure told without the name", errText)
+	}
+	if e.logs.contains(marker) {
+		t.Errorf("the log holds the name PostgreSQL quoted:\n%s", strings.Join(e.logs.all(), "\n"))
+	}
+
+	// Raised unquoted, the name is in the error that the retry records.
+	poisonAgents(t, e, true)
+	if err := projections.ResolveDeadLetter(ctx, e.pool, projection, eventID, projections.DeadLetterRetry, "test"); err != nil {
+		t.Fatal(err)
+	}
+	userDeadLetter(t, e, subject, "cannot take POISON "+marker, projections.DeadLetterStopped)
+
+	// Fixed, a retry applies the event; the resolved dead letter keeps its error.
+	unpoisonAgents(t, e)
+	if err := projections.ResolveDeadLetter(ctx, e.pool, projection, eventID, projections.DeadLetterRetry, "test"); err != nil {
+		t.Fatal(err)
+	}
+	userDeadLetter(t, e, subject, marker, projections.DeadLetterResolved)
+	if hits := markerHits(t, e, marker); hits["projection_dead_letters"] != 1 {
+		t.Fatalf("before the erasure the marker is in %v: want it in the dead letter", hits)
+	}
+
+	wantStatus(t, e.do(t, "DELETE", "/user/me", map[string]any{"password": u.Password}, u.Access), http.StatusNoContent)
+	if hits := markerHits(t, e, marker); len(hits) != 0 {
+		t.Errorf("after the erasure the marker is still in %v", hits)
+	}
+	_, gotID, errText := userDeadLetter(t, e, subject, "", projections.DeadLetterResolved)
+	if gotID != eventID || errText != "[erased]" {
+		t.Errorf("after the erasure the dead letter of %s is %s with %q: want its error blanked", eventID, gotID, errText)
 	}
 }

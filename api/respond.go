@@ -20,6 +20,7 @@ import (
 	"lectern/derrors"
 	"lectern/eventstore"
 	"lectern/knowledge"
+	"lectern/pgtext"
 	"lectern/queries"
 )
 
@@ -181,7 +182,7 @@ func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err
 		msg = de.Detail
 	}
 	if status >= 500 {
-		logger.Error("request failed", "status", status, "error", err, "method", r.Method, "path", r.URL.Path, "request_id", requestID(r.Context()))
+		logger.Error("request failed", "status", status, "error", pgtext.Valueless(err), "method", r.Method, "path", r.URL.Path, "request_id", requestID(r.Context()))
 	} else {
 		logger.Info("request rejected", "status", status, "error", err, "request_id", requestID(r.Context()))
 	}

@@ -114,19 +114,29 @@ func (x *Erasure) ErasePartner(ctx context.Context, partnerID, actor int64) (Res
 	if err := x.keys.Erase(ctx, personal.PartnerSubject(partnerID)); err != nil {
 		return Result{}, err
 	}
+	if _, err := x.d.DB.Exec(ctx, blankDeadLetters, personal.PartnerSubject(partnerID)); err != nil {
+		return Result{}, err
+	}
 	_, res, err := execute(ctx, x.d, stream, aggregates.EvolvePartner, func(p aggregates.Partner) ([]events.Event, error) {
 		return aggregates.DecideErasePartner(p, actor)
 	})
 	return res, err
 }
 
+// blankDeadLetters blanks the errors of the dead letters of a subject's
+// events ($1): recorded without the values they quote (pgtext), they may
+// still hold one that some error told unquoted. Their ids, type and
+// position stay for the operator.
+const blankDeadLetters = `UPDATE projection_dead_letters SET error = '[erased]', updated_at = now()
+	WHERE subject = $1 AND error <> '[erased]'`
+
 // forget deletes what Lectern holds of the user outside the log, in one
 // transaction: the password, sessions (refresh tokens: every access token
 // of theirs is refused at once), codes and rate-limit buckets by e-mail
 // and those of the user's class joins,
 // stored responses of idempotent requests, the e-mail's uniqueness claim
-// (the address may sign up again, as a new user), and documents' texts and
-// chunks.
+// (the address may sign up again, as a new user), documents' texts and
+// chunks, and the errors of the dead letters of their events.
 func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 	type statement struct {
 		sql  string
@@ -153,6 +163,7 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		{`DELETE FROM document_blobs WHERE owner_id = $1`, []any{u.ID}},
 		{`DELETE FROM knowledge_chunks WHERE owner_id = $1
 			OR knowledge_id IN (SELECT id FROM knowledge_documents WHERE user_id = $1)`, []any{u.ID}},
+		{blankDeadLetters, []any{personal.UserSubject(u.ID)}},
 	}
 	// The address itself: readable until the key goes (a retry after that
 	// reads the placeholder, and the first attempt already deleted these).

@@ -2,9 +2,11 @@ package migrations_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/migrations"
@@ -116,5 +118,44 @@ func TestPublishedMessagesAreRedacted(t *testing.T) {
 		if got[id] != msgs[id] {
 			t.Errorf("message %s: %s, want it untouched: %s", id, got[id], msgs[id])
 		}
+	}
+}
+
+// Dead letters recorded before 00031 lose what their errors quote, and
+// those of sealed events on the PostgreSQL store learn their subject, so
+// that its erasure blanks them.
+func TestOlderDeadLettersLoseTheirQuotedValues(t *testing.T) {
+	ctx := context.Background()
+	pool := emptyDatabase(t)
+	if err := migrations.UpTo(ctx, pool, 30); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at) VALUES
+		  ('00000000-0000-0000-0000-000000000001', '{"pii":{"sub":"user-7","ct":"AAAA"},"agent_id":1,"owner_id":7}', '{}', 'agent-1', 1, 'agent.created', 1, now()),
+		  ('00000000-0000-0000-0000-000000000002', '{"class_id":2,"name":"Algebra"}', '{}', 'class-2', 1, 'class.created', 1, now());
+		INSERT INTO projection_dead_letters (projection, event_id, event_type, stream_id, position, error, failures, status) VALUES
+		  ('agents', '00000000-0000-0000-0000-000000000001', 'agent.created', 'agent-1', '1-1',
+		   'event 1: ERROR: invalid input syntax for type integer: "Ann MRK" (SQLSTATE 22P02)', 5, 'resolved'),
+		  ('classes', '00000000-0000-0000-0000-000000000002', 'class.created', 'class-2', '1-2', 'cannot apply', 5, 'skipped')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := pool.Query(ctx, `SELECT projection, error, coalesce(subject, '') FROM projection_dead_letters ORDER BY projection`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Projection, Error, Subject string }])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ Projection, Error, Subject string }{
+		{"agents", "event 1: ERROR: invalid input syntax for type integer: …", "user-7"},
+		{"classes", "cannot apply", ""},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("dead letters after the migration: %+v, want %+v", got, want)
 	}
 }

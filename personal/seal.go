@@ -65,6 +65,21 @@ func Subject(eventType string, data json.RawMessage, actor int64) (string, error
 	return r.subject(top, actor), nil
 }
 
+// SubjectOf is whose personal data a stored event holds: the subject named
+// in its "pii" member when it is sealed, else Subject's (an event stored in
+// clear, appended before its fields were sealed); "" for none
+// or for data that does not decode.
+func SubjectOf(eventType string, data []byte, actor int64) string {
+	if _, ok := rules[eventType]; !ok {
+		return ""
+	}
+	if subjects, _ := appendSubjects(nil, data, nil); len(subjects) > 0 {
+		return subjects[0]
+	}
+	subject, _ := Subject(eventType, data, actor)
+	return subject
+}
+
 func (r rule) subject(top map[string]json.RawMessage, actor int64) string {
 	for _, s := range r.subjects {
 		var id *int64

@@ -110,6 +110,14 @@ func TestSealOpenErase(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Sealed, the envelope names it, whoever acts; in clear, the
+			// event's members and its actor do.
+			if got := personal.SubjectOf(c.eventType, sealed, 0); got != subject || subject == "" {
+				t.Errorf("SubjectOf(sealed) = %q, want %q", got, subject)
+			}
+			if got := personal.SubjectOf(c.eventType, []byte(c.data), c.actor); got != subject {
+				t.Errorf("SubjectOf(clear) = %q, want %q", got, subject)
+			}
 			keys.erase(subject)
 			erased, err := s.Open(ctx, c.eventType, sealed)
 			if err != nil {
@@ -180,6 +188,9 @@ func TestUnsealedEventsPassThrough(t *testing.T) {
 		if err != nil || string(got) != c.data {
 			t.Errorf("Open(%s) = %s, %v: want it unchanged", c.eventType, got, err)
 		}
+	}
+	if sub := personal.SubjectOf("class.created", []byte(`{"class_id":1,"name":"Algebra"}`), 7); sub != "" {
+		t.Errorf("SubjectOf(class.created) = %q: it holds nothing personal", sub)
 	}
 	got, err := s.Seal(ctx, "class.created", json.RawMessage(`{"class_id":1}`), 7)
 	if err != nil || string(got) != `{"class_id":1}` {

@@ -11,7 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"lectern/eventstore"
 	"lectern/eventstore/postgres"
+	"lectern/personal"
+	"lectern/pgtext"
 )
 
 // PoisonPolicy is what a projection does with an event it failed to apply
@@ -60,15 +63,21 @@ type execer interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// recordDeadLetter records msg's failure (failures more of them) under status.
+// recordDeadLetter records msg's failure (failures more of them) under status:
+// its error without the values it quotes, and the subject whose personal
+// data the event holds, whose erasure blanks the error (commands.Erasure).
 func recordDeadLetter(ctx context.Context, db execer, projection string, msg *message.Message, failure error, failures int, status string) error {
+	var meta eventstore.Metadata
+	_ = postgres.DecodeMetadata(msg, &meta) // no actor: the event's members may still name its subject
+	subject := personal.SubjectOf(msg.Metadata.Get(postgres.MetaEventType), msg.Payload, meta.UserID)
 	_, err := db.Exec(ctx, `
-		INSERT INTO projection_dead_letters (projection, event_id, event_type, stream_id, position, error, failures, status)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		INSERT INTO projection_dead_letters (projection, event_id, event_type, stream_id, position, error, failures, status, subject)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''))
 		ON CONFLICT (projection, event_id) DO UPDATE SET error = excluded.error,
-			failures = projection_dead_letters.failures + excluded.failures, status = excluded.status, updated_at = now()`,
+			failures = projection_dead_letters.failures + excluded.failures, status = excluded.status, updated_at = now(),
+			subject = excluded.subject`,
 		projection, msg.UUID, msg.Metadata.Get(postgres.MetaEventType), msg.Metadata.Get(postgres.MetaStreamID),
-		msg.Metadata.Get(postgres.MetaPosition), failure.Error(), failures, status)
+		msg.Metadata.Get(postgres.MetaPosition), pgtext.Valueless(failure).Error(), failures, status, subject)
 	if err != nil {
 		return fmt.Errorf("record dead letter %s of %s: %w", msg.UUID, projection, err)
 	}

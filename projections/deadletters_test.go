@@ -142,6 +142,63 @@ func TestOperatorRetriesAPoisonEvent(t *testing.T) {
 	}
 }
 
+// A projection applied in live batches goes one event at a time for the
+// event an operator retries, so that its dead letter is resolved when it
+// applies (a batch would apply it without a word).
+func TestOperatorRetriesAPoisonEventOfALiveBatch(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	var broken atomic.Bool
+	broken.Store(true)
+	p := failing("batch-retrier", &broken, projections.StopOnPoison)
+	p.Tables = []string{"seen"}
+	l, r := start(t, pool, 2, p)
+	appendAgent(t, pool, 1, "poison")
+	after := appendAgent(t, pool, 2, "fine")
+	awaitStall(t, r, "batch-retrier")
+	d := deadLetter(t, pool, "batch-retrier")
+
+	broken.Store(false)
+	if err := projections.ResolveDeadLetter(context.Background(), pool, "batch-retrier", d.EventID, projections.DeadLetterRetry, "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, l, after, "batch-retrier")
+	if ids := seenIDs(t, pool); len(ids) != 2 {
+		t.Errorf("applied %v, want [1 2]", ids)
+	}
+	poll.Must(t, 10*time.Second, "the dead letter resolved", func() bool {
+		return deadLetter(t, pool, "batch-retrier").Status == projections.DeadLetterResolved
+	})
+}
+
+// A dead letter's error is told without the values it quotes, and names
+// the subject whose personal data its event holds.
+func TestADeadLetterKeepsNoQuotedValue(t *testing.T) {
+	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+	p := projections.Projection{Name: "caster", Handlers: []projections.GroupHandler{
+		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1::text::bigint)`, e.Name)
+			return err
+		}),
+	}}
+	_, r := start(t, pool, 2, p)
+	appendAgent(t, pool, 1, "Ann MRK7731")
+	awaitStall(t, r, "caster")
+	d := deadLetter(t, pool, "caster")
+	if strings.Contains(d.Error, "MRK7731") || !strings.Contains(d.Error, "invalid input syntax for type bigint") {
+		t.Errorf("dead letter error %q: want the failure without the value", d.Error)
+	}
+	if st, _ := stalledStatus(r, "caster"); strings.Contains(st.Error, "MRK7731") {
+		t.Errorf("the projection's status says %q", st.Error)
+	}
+	var subject string
+	if err := pool.QueryRow(context.Background(), `SELECT subject FROM projection_dead_letters WHERE projection = 'caster'`).Scan(&subject); err != nil {
+		t.Fatal(err)
+	}
+	if subject != "user-1" { // the agent's owner (appendAgent)
+		t.Errorf("the dead letter's subject is %q, want user-1", subject)
+	}
+}
+
 // A projection whose policy is to skip passes over a poison event at once,
 // recording it; it never stops.
 func TestSkipPolicyPassesOverAPoisonEvent(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"lectern/events"
+	"lectern/pgtext"
 )
 
 // Handler applies one event inside the projection's transaction.
@@ -62,7 +63,9 @@ func handle(ctx context.Context, h replayable, event any) error {
 	if err != nil {
 		return err
 	}
-	return h.applyAll(ctx, tx, []events.Meta{m}, []any{event})
+	// Watermill logs the error before the runner sees it: not the values
+	// it may quote.
+	return pgtext.Valueless(h.applyAll(ctx, tx, []events.Meta{m}, []any{event}))
 }
 
 func (t typedHandler[T]) apply(ctx context.Context, tx pgx.Tx, m events.Meta, event any) error {

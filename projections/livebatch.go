@@ -15,6 +15,7 @@ import (
 	"lectern/eventstore"
 	"lectern/eventstore/postgres"
 	"lectern/failpoint"
+	"lectern/pgtext"
 )
 
 // Live batches: a poll's events applied set-wise.
@@ -206,7 +207,7 @@ func ackedItems(items []setItem, acked eventstore.Position) []setItem {
 func (t *pollTx) giveUp(err error) error {
 	t.failed = err
 	t.mode.careful.Store(int64(max(t.delivered, 1)))
-	return fmt.Errorf("%w: %w", errCareful, err)
+	return pgtext.Valueless(fmt.Errorf("%w: %w", errCareful, err)) // logged: not the values it may quote
 }
 
 // errUnacked refuses a batch's statement that came with no acked position:

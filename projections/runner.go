@@ -22,6 +22,7 @@ import (
 	"lectern/events"
 	"lectern/eventstore/postgres"
 	"lectern/failpoint"
+	"lectern/pgtext"
 )
 
 // Projection is a read model's consumer group and its event handlers. The
@@ -168,10 +169,13 @@ type Runner struct {
 	// to it.
 	OneAtATime bool
 
-	mu       sync.Mutex
-	status   map[string]*Status
-	skipped  map[string]int64
-	retrying map[string]string // projection: the event an operator asked to retry
+	mu      sync.Mutex
+	status  map[string]*Status
+	skipped map[string]int64
+	// retrying holds, by projection, the event an operator asked to
+	// retry; retries counts them (as skips does skipping).
+	retrying map[string]string
+	retries  atomic.Int32
 	// skipping holds, by projection, the event to pass over without trying
 	// it again: an operator's skip, or one SkipPoison decided on after the
 	// event broke its transactions (brokeTransaction). skips counts them,
@@ -304,6 +308,9 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 			r.mu.Lock()
 			delete(r.status, p.Name)
 			if action == DeadLetterRetry {
+				if _, ok := r.retrying[p.Name]; !ok {
+					r.retries.Add(1)
+				}
 				r.retrying[p.Name] = st.EventID
 			}
 			r.mu.Unlock()
@@ -503,8 +510,15 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 				r.unskip(name)
 			}
 			if batched {
-				if skipping && bt.failed == nil {
-					bt.fail(fmt.Errorf("event %s is to be passed over", msg.UUID)) // one at a time, below
+				// An event to pass over, or the one an operator asked to
+				// retry, goes one at a time, below: there its dead letter
+				// is skipped, or resolved once it applies (retried).
+				switch {
+				case bt.failed != nil:
+				case skipping:
+					bt.fail(fmt.Errorf("event %s is to be passed over", msg.UUID))
+				case r.toRetry(name, msg.UUID):
+					bt.fail(fmt.Errorf("event %s is an operator's retry", msg.UUID))
 				}
 				if bt.failed == nil {
 					if _, err := h(msg); err != nil { // the handler collects the event (handle)
@@ -539,6 +553,9 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 				msg.SetContext(attemptCtx)
 				out, herr := h(msg)
 				cancel()
+				// Its text goes to the log and the dead letter: not the
+				// values it may quote, which can be personal.
+				herr = pgtext.Valueless(herr)
 				msg.SetContext(ctx)
 				if sp.established() {
 					open = tx
@@ -773,9 +790,7 @@ func (r *Runner) poisoned(ctx context.Context, tx pgx.Tx, name string, policy Po
 		if err := recordDeadLetter(ctx, tx, name, msg, herr, attempts, DeadLetterSkipped); err != nil {
 			return false, err
 		}
-		r.mu.Lock()
-		delete(r.retrying, name)
-		r.mu.Unlock()
+		r.unretry(name)
 		r.skippedEvent(name, msg, "error", herr)
 		return true, nil
 	}
@@ -785,20 +800,36 @@ func (r *Runner) poisoned(ctx context.Context, tx pgx.Tx, name string, policy Po
 // retried marks the dead letter an operator asked to retry as resolved once
 // its event applies, in the projection's transaction.
 func (r *Runner) retried(ctx context.Context, tx pgx.Tx, name string, msg *message.Message) error {
-	r.mu.Lock()
-	id := r.retrying[name]
-	r.mu.Unlock()
-	if id == "" || id != msg.UUID {
+	if !r.toRetry(name, msg.UUID) {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, `UPDATE projection_dead_letters SET status = 'resolved', updated_at = now()
-		WHERE projection = $1 AND event_id::text = $2`, name, id); err != nil {
+		WHERE projection = $1 AND event_id::text = $2`, name, msg.UUID); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	delete(r.retrying, name)
-	r.mu.Unlock()
+	r.unretry(name)
 	return nil
+}
+
+// unretry forgets the event an operator asked projection name to retry.
+func (r *Runner) unretry(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.retrying[name]; ok {
+		delete(r.retrying, name)
+		r.retries.Add(-1)
+	}
+}
+
+// toRetry reports whether eventID is the event an operator asked
+// projection name to retry.
+func (r *Runner) toRetry(name, eventID string) bool {
+	if r.retries.Load() == 0 {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.retrying[name] == eventID
 }
 
 func (r *Runner) stall(name string, msg *message.Message, err error) {

@@ -1,0 +1,121 @@
+// Package pgtext tells the errors of database work without the values they
+// quote.
+//
+// A server error's message can quote the value that failed: `invalid input
+// syntax for type integer: "Ann Smith"`; so do pgx's (`unable to encode
+// "Ann Smith" into binary format for int8`) and Go's parsers (`strconv.
+// ParseInt: parsing "Ann": invalid syntax`). A projection applies events
+// whose values are personal, and its failures go to the log and to
+// projection_dead_letters, which must not keep them (docs/privacy.md).
+// Each quotes what it quotes: PostgreSQL every value and identifier it
+// puts in a message ("Use quotes always to delimit … variables", its
+// message style guide), Go with %q or %#v. So the text between quotes goes:
+// a server message is kept up to its first quote (it does not escape a
+// quote inside a value, so its quotes cannot be paired), with the names of
+// the constraint, table and column, which are the schema's and not a
+// person's, from the error's own fields; and in the rest, each quoted
+// span, Go's escapes honoured, is told as "…".
+package pgtext
+
+import (
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Valueless returns err told without what it quotes (see the package): its
+// Error() has the quoted text taken out, while errors.Is and errors.As still
+// see through it to err. An error that quotes nothing is returned as it is.
+func Valueless(err error) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	told := text
+	for _, pe := range serverErrors(err, nil) {
+		told = strings.ReplaceAll(told, pe.Error(), Text(pe))
+	}
+	told = unquoted(told)
+	if told == text {
+		return err
+	}
+	return &valueless{err: err, text: told}
+}
+
+type valueless struct {
+	err  error
+	text string
+}
+
+func (v *valueless) Error() string { return v.text }
+func (v *valueless) Unwrap() error { return v.err }
+
+// Text is pe as pgconn tells it ("ERROR: <message> (SQLSTATE <code>)") with
+// the message cut at its first quote, and the schema's names that the
+// server reported.
+func Text(pe *pgconn.PgError) string {
+	msg := pe.Message
+	if i := strings.IndexAny(msg, `"'`); i >= 0 {
+		msg = strings.TrimRight(msg[:i], " :") + " …"
+	}
+	var b strings.Builder
+	b.WriteString(pe.Severity + ": " + msg + " (SQLSTATE " + pe.Code)
+	for _, name := range [...]struct{ what, value string }{
+		{"constraint", pe.ConstraintName}, {"table", pe.TableName}, {"column", pe.ColumnName},
+	} {
+		if name.value != "" {
+			b.WriteString("; " + name.what + " " + name.value)
+		}
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// unquoted is s with the text of each double-quoted span replaced by "…".
+// A backslash escapes the byte after it, as in Go's quoting; a quote left
+// open takes the rest of s.
+func unquoted(s string) string {
+	i := strings.IndexByte(s, '"')
+	if i < 0 {
+		return s
+	}
+	var b strings.Builder
+	for i >= 0 {
+		b.WriteString(s[:i])
+		b.WriteString(`"…"`)
+		j := i + 1
+		for j < len(s) && s[j] != '"' {
+			if s[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(s) {
+			return b.String()
+		}
+		s = s[j+1:]
+		i = strings.IndexByte(s, '"')
+	}
+	b.WriteString(s)
+	return b.String()
+}
+
+// serverErrors appends to out every *pgconn.PgError in err's tree.
+func serverErrors(err error, out []*pgconn.PgError) []*pgconn.PgError {
+	if pe, ok := err.(*pgconn.PgError); ok { //nolint:errorlint // a walk of the whole tree, joined errors too
+		return append(out, pe)
+	}
+	switch u := err.(type) { //nolint:errorlint // as above
+	case interface{ Unwrap() error }:
+		if inner := u.Unwrap(); inner != nil {
+			return serverErrors(inner, out)
+		}
+	case interface{ Unwrap() []error }:
+		for _, inner := range u.Unwrap() {
+			if inner != nil {
+				out = serverErrors(inner, out)
+			}
+		}
+	}
+	return out
+}
