@@ -16,6 +16,7 @@ import (
 	"lectern/derrors"
 	"lectern/events"
 	"lectern/eventstore"
+	"lectern/pgtext"
 	"lectern/projections"
 	"lectern/queries"
 	"lectern/quota"
@@ -353,7 +354,7 @@ func (s *Server) exportMe(w http.ResponseWriter, r *http.Request, in input) erro
 		// The answer is under way: the client sees it cut short. (A client
 		// that went away ended the reads itself: nothing to report.)
 		if ctx.Err() == nil {
-			s.deps.Logger.Error("export: cut short", "error", err, "request_id", requestID(ctx))
+			s.deps.Logger.Error("export: cut short", "error", pgtext.Valueless(err), "request_id", requestID(ctx))
 		}
 		panic(http.ErrAbortHandler)
 	}

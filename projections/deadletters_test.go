@@ -115,59 +115,42 @@ func TestOperatorSkipsAPoisonEvent(t *testing.T) {
 }
 
 // Once the fault is fixed, an operator's retry applies the event where it
-// stands in the log, and the dead letter is resolved.
+// stands in the log, and the dead letter is resolved: also where the
+// projection applies its events in live batches, which take the retried
+// event one at a time (a batch would apply it without a word).
 func TestOperatorRetriesAPoisonEvent(t *testing.T) {
-	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
-	var broken atomic.Bool
-	broken.Store(true)
-	l, r := start(t, pool, 2, failing("retrier", &broken, projections.StopOnPoison))
-	appendAgent(t, pool, 1, "poison")
-	after := appendAgent(t, pool, 2, "fine")
-	awaitStall(t, r, "retrier")
-	d := deadLetter(t, pool, "retrier")
+	for _, c := range []struct {
+		name   string
+		tables []string
+	}{{"retrier", nil}, {"batch-retrier", []string{"seen"}}} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+			var broken atomic.Bool
+			broken.Store(true)
+			p := failing(c.name, &broken, projections.StopOnPoison)
+			p.Tables = c.tables
+			l, r := start(t, pool, 2, p)
+			appendAgent(t, pool, 1, "poison")
+			after := appendAgent(t, pool, 2, "fine")
+			awaitStall(t, r, c.name)
+			d := deadLetter(t, pool, c.name)
 
-	broken.Store(false) // the fix is deployed
-	if err := projections.ResolveDeadLetter(context.Background(), pool, "retrier", d.EventID, projections.DeadLetterRetry, "test"); err != nil {
-		t.Fatal(err)
+			broken.Store(false) // the fix is deployed
+			if err := projections.ResolveDeadLetter(context.Background(), pool, c.name, d.EventID, projections.DeadLetterRetry, "test"); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, l, after, c.name)
+			if ids := seenIDs(t, pool); len(ids) != 2 {
+				t.Errorf("applied %v, want [1 2]", ids)
+			}
+			poll.Must(t, 10*time.Second, "the dead letter resolved", func() bool {
+				return deadLetter(t, pool, c.name).Status == projections.DeadLetterResolved
+			})
+			if n := skippedOf(r, c.name); n != 0 {
+				t.Errorf("skipped %d, want 0", n)
+			}
+		})
 	}
-	waitFor(t, l, after, "retrier")
-	if ids := seenIDs(t, pool); len(ids) != 2 {
-		t.Errorf("applied %v, want [1 2]", ids)
-	}
-	poll.Must(t, 10*time.Second, "the dead letter resolved", func() bool {
-		return deadLetter(t, pool, "retrier").Status == projections.DeadLetterResolved
-	})
-	if n := skippedOf(r, "retrier"); n != 0 {
-		t.Errorf("skipped %d, want 0", n)
-	}
-}
-
-// A projection applied in live batches goes one event at a time for the
-// event an operator retries, so that its dead letter is resolved when it
-// applies (a batch would apply it without a word).
-func TestOperatorRetriesAPoisonEventOfALiveBatch(t *testing.T) {
-	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
-	var broken atomic.Bool
-	broken.Store(true)
-	p := failing("batch-retrier", &broken, projections.StopOnPoison)
-	p.Tables = []string{"seen"}
-	l, r := start(t, pool, 2, p)
-	appendAgent(t, pool, 1, "poison")
-	after := appendAgent(t, pool, 2, "fine")
-	awaitStall(t, r, "batch-retrier")
-	d := deadLetter(t, pool, "batch-retrier")
-
-	broken.Store(false)
-	if err := projections.ResolveDeadLetter(context.Background(), pool, "batch-retrier", d.EventID, projections.DeadLetterRetry, "test"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, l, after, "batch-retrier")
-	if ids := seenIDs(t, pool); len(ids) != 2 {
-		t.Errorf("applied %v, want [1 2]", ids)
-	}
-	poll.Must(t, 10*time.Second, "the dead letter resolved", func() bool {
-		return deadLetter(t, pool, "batch-retrier").Status == projections.DeadLetterResolved
-	})
 }
 
 // A dead letter's error is told without the values it quotes, and names

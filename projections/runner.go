@@ -172,16 +172,12 @@ type Runner struct {
 	mu      sync.Mutex
 	status  map[string]*Status
 	skipped map[string]int64
-	// retrying holds, by projection, the event an operator asked to
-	// retry; retries counts them (as skips does skipping).
-	retrying map[string]string
-	retries  atomic.Int32
-	// skipping holds, by projection, the event to pass over without trying
+	// retrying is, by projection, the event an operator asked to retry.
+	retrying eventMarks
+	// skipping is, by projection, the event to pass over without trying
 	// it again: an operator's skip, or one SkipPoison decided on after the
-	// event broke its transactions (brokeTransaction). skips counts them,
-	// so that the events of a projection with none are not looked up.
-	skipping map[string]string
-	skips    atomic.Int32
+	// event broke its transactions (brokeTransaction).
+	skipping eventMarks
 	// broken counts, by projection, the attempts in a row at one event that
 	// broke their transaction (brokeTransaction); brokens counts its entries.
 	broken  map[string]brokenRun
@@ -196,7 +192,7 @@ func NewRunner(pool *pgxpool.Pool, listener *Listener, registry *events.Registry
 	return &Runner{
 		pool: pool, listener: listener, registry: registry, logger: logger, projections: projections,
 		MaxAttempts: 5, Fallback: 250 * time.Millisecond, AttemptTimeout: 10 * time.Second, OperatorPoll: time.Second,
-		status: map[string]*Status{}, skipped: map[string]int64{}, retrying: map[string]string{}, skipping: map[string]string{},
+		status: map[string]*Status{}, skipped: map[string]int64{},
 		broken: map[string]brokenRun{}, restart: map[string]int{},
 	}
 }
@@ -308,14 +304,11 @@ func (r *Runner) supervise(ctx context.Context, p Projection) error {
 			r.mu.Lock()
 			delete(r.status, p.Name)
 			if action == DeadLetterRetry {
-				if _, ok := r.retrying[p.Name]; !ok {
-					r.retries.Add(1)
-				}
-				r.retrying[p.Name] = st.EventID
+				r.retrying.mark(p.Name, st.EventID)
 			}
 			r.mu.Unlock()
 			if action == DeadLetterSkip {
-				r.skip(p.Name, st.EventID)
+				r.skipping.mark(p.Name, st.EventID)
 			}
 			r.logger.Info("projection restarting at the operator's request", "projection", p.Name, "event_id", st.EventID, "action", action)
 		}
@@ -504,10 +497,10 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 			if !handled[msg.Metadata.Get(postgres.MetaEventType)] {
 				return h(msg) // acked as not this projection's: nothing to protect
 			}
-			skipping := r.skips.Load() > 0 && r.toSkip(name, msg.UUID)
+			skipping := r.skipping.is(name, msg.UUID)
 			if skipping && erasure(msg.Metadata.Get(postgres.MetaEventType)) {
 				skipping = false // never passed over: tried again
-				r.unskip(name)
+				r.skipping.unmark(name)
 			}
 			if batched {
 				// An event to pass over, or the one an operator asked to
@@ -517,7 +510,7 @@ func (r *Runner) attempts(name string, policy PoisonPolicy, handled map[string]b
 				case bt.failed != nil:
 				case skipping:
 					bt.fail(fmt.Errorf("event %s is to be passed over", msg.UUID))
-				case r.toRetry(name, msg.UUID):
+				case r.retrying.is(name, msg.UUID):
 					bt.fail(fmt.Errorf("event %s is an operator's retry", msg.UUID))
 				}
 				if bt.failed == nil {
@@ -707,33 +700,6 @@ func (r *Runner) takeRestart(name string) (int, bool) {
 	return n, ok
 }
 
-// skip has projection name pass over eventID when it next comes.
-func (r *Runner) skip(name, eventID string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.skipping[name]; !ok {
-		r.skips.Add(1)
-	}
-	r.skipping[name] = eventID
-}
-
-// unskip forgets projection name's event to pass over.
-func (r *Runner) unskip(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.skipping[name]; ok {
-		delete(r.skipping, name)
-		r.skips.Add(-1)
-	}
-}
-
-// toSkip reports whether projection name is to pass over eventID.
-func (r *Runner) toSkip(name, eventID string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.skipping[name] == eventID
-}
-
 // passOver acks msg, which projection name is to pass over, without trying
 // it again (it may break the transaction): its dead letter is marked
 // skipped in the projection's transaction, which commits it with the offset
@@ -743,7 +709,7 @@ func (r *Runner) passOver(ctx context.Context, tx pgx.Tx, name string, msg *mess
 		WHERE projection = $1 AND event_id::text = $2`, name, msg.UUID, DeadLetterSkipped); err != nil {
 		return err
 	}
-	r.unskip(name)
+	r.skipping.unmark(name)
 	r.skippedEvent(name, msg)
 	return nil
 }
@@ -790,7 +756,7 @@ func (r *Runner) poisoned(ctx context.Context, tx pgx.Tx, name string, policy Po
 		if err := recordDeadLetter(ctx, tx, name, msg, herr, attempts, DeadLetterSkipped); err != nil {
 			return false, err
 		}
-		r.unretry(name)
+		r.retrying.unmark(name)
 		r.skippedEvent(name, msg, "error", herr)
 		return true, nil
 	}
@@ -800,36 +766,15 @@ func (r *Runner) poisoned(ctx context.Context, tx pgx.Tx, name string, policy Po
 // retried marks the dead letter an operator asked to retry as resolved once
 // its event applies, in the projection's transaction.
 func (r *Runner) retried(ctx context.Context, tx pgx.Tx, name string, msg *message.Message) error {
-	if !r.toRetry(name, msg.UUID) {
+	if !r.retrying.is(name, msg.UUID) {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, `UPDATE projection_dead_letters SET status = 'resolved', updated_at = now()
 		WHERE projection = $1 AND event_id::text = $2`, name, msg.UUID); err != nil {
 		return err
 	}
-	r.unretry(name)
+	r.retrying.unmark(name)
 	return nil
-}
-
-// unretry forgets the event an operator asked projection name to retry.
-func (r *Runner) unretry(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.retrying[name]; ok {
-		delete(r.retrying, name)
-		r.retries.Add(-1)
-	}
-}
-
-// toRetry reports whether eventID is the event an operator asked
-// projection name to retry.
-func (r *Runner) toRetry(name, eventID string) bool {
-	if r.retries.Load() == 0 {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.retrying[name] == eventID
 }
 
 func (r *Runner) stall(name string, msg *message.Message, err error) {
