@@ -7,17 +7,21 @@
 // ParseInt: parsing "Ann": invalid syntax`). A projection applies events
 // whose values are personal, and its failures go to the log and to
 // projection_dead_letters, which must not keep them (docs/privacy.md).
-// Each quotes what it quotes: PostgreSQL every value and identifier it
-// puts in a message ("Use quotes always to delimit … variables", its
-// message style guide), Go with %q or %#v. So the text between quotes goes:
-// a server message is kept up to its first quote (it does not escape a
-// quote inside a value, so its quotes cannot be paired), with the names of
-// the constraint, table and column, which are the schema's and not a
-// person's, from the error's own fields; and in the rest, each quoted
-// span, Go's escapes honoured, is told as "…".
+// PostgreSQL quotes every value and identifier it puts in a message ("Use
+// quotes always to delimit … variables", its message style guide); Go's %q
+// and %#v quote strings. So the text between quotes goes: a server message
+// is kept up to its first quote (it does not escape a quote inside a value,
+// so its quotes cannot be paired), with the names of the constraint, table
+// and column, which are the schema's and not a person's, from the error's
+// own fields; a message translated to the server's language is left out
+// whole (its quotes may be other marks); and in the rest, each span
+// between double quotes, Go's escapes honoured, is told as "…". What an
+// error tells without quotes (a number, a byte slice, a single character,
+// a trigger's RAISE with a value) stays.
 package pgtext
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,16 +35,39 @@ func Valueless(err error) error {
 		return nil
 	}
 	text := err.Error()
-	told := text
+	// Each server error's text becomes a mark (no quote in it) while the
+	// rest is unquoted, then its Text.
+	told, texts := text, []string(nil)
 	for _, pe := range serverErrors(err, nil) {
-		told = strings.ReplaceAll(told, pe.Error(), Text(pe))
+		if strings.Contains(told, pe.Error()) {
+			told = strings.ReplaceAll(told, pe.Error(), mark(len(texts)))
+			texts = append(texts, Text(pe))
+		}
+	}
+	if i := strings.Index(told, "(SQLSTATE "); i >= 0 {
+		// A server message in the text by other means than wrapping (%v,
+		// a copy): its quotes cannot be paired, so the text goes from the
+		// first quote on.
+		if q := strings.IndexAny(told, quotes); q >= 0 {
+			told = told[:q] + "…"
+		}
 	}
 	told = unquoted(told)
+	for i, t := range texts {
+		told = strings.ReplaceAll(told, mark(i), t)
+	}
 	if told == text {
 		return err
 	}
 	return &valueless{err: err, text: told}
 }
+
+// mark stands for the i-th server error's text while the rest is unquoted.
+func mark(i int) string { return "\x00" + strconv.Itoa(i) + "\x00" }
+
+// quotes are the marks that open a quotation in a server message, in
+// English and in the languages PostgreSQL is translated to.
+const quotes = `"'«»‹›“”„‘’‚「」`
 
 type valueless struct {
 	err  error
@@ -52,14 +79,17 @@ func (v *valueless) Unwrap() error { return v.err }
 
 // Text is pe as pgconn tells it ("ERROR: <message> (SQLSTATE <code>)") with
 // the message cut at its first quote, and the schema's names that the
-// server reported.
+// server reported. A message in another language than English (the
+// server's lc_messages) is left out: its quotes may be other marks.
 func Text(pe *pgconn.PgError) string {
-	msg := pe.Message
-	if i := strings.IndexAny(msg, `"'`); i >= 0 {
+	severity, msg := pe.Severity, pe.Message
+	if pe.SeverityUnlocalized != "" && pe.SeverityUnlocalized != pe.Severity {
+		severity, msg = pe.SeverityUnlocalized, "(a message in the server's language, left out)"
+	} else if i := strings.IndexAny(msg, quotes); i >= 0 {
 		msg = strings.TrimRight(msg[:i], " :") + " …"
 	}
 	var b strings.Builder
-	b.WriteString(pe.Severity + ": " + msg + " (SQLSTATE " + pe.Code)
+	b.WriteString(severity + ": " + msg + " (SQLSTATE " + pe.Code)
 	for _, name := range [...]struct{ what, value string }{
 		{"constraint", pe.ConstraintName}, {"table", pe.TableName}, {"column", pe.ColumnName},
 	} {

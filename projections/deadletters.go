@@ -61,28 +61,47 @@ type DeadLetter struct {
 type execer interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // recordDeadLetter records msg's failure (failures more of them) under status:
 // its error without the values it quotes, and the subject whose personal
 // data the event holds, whose erasure blanks the error (commands.Erasure).
+// It holds the subject's key row while it writes (personal.HoldLiveKey): an
+// erasure either waits for it and then blanks it, or came first, and the
+// error is written blank.
 func recordDeadLetter(ctx context.Context, db execer, projection string, msg *message.Message, failure error, failures int, status string) error {
 	var meta eventstore.Metadata
 	_ = postgres.DecodeMetadata(msg, &meta) // no actor: the event's members may still name its subject
 	subject := personal.SubjectOf(msg.Metadata.Get(postgres.MetaEventType), msg.Payload, meta.UserID)
-	_, err := db.Exec(ctx, `
-		INSERT INTO projection_dead_letters (projection, event_id, event_type, stream_id, position, error, failures, status, subject)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''))
-		ON CONFLICT (projection, event_id) DO UPDATE SET error = excluded.error,
-			failures = projection_dead_letters.failures + excluded.failures, status = excluded.status, updated_at = now(),
-			subject = excluded.subject`,
-		projection, msg.UUID, msg.Metadata.Get(postgres.MetaEventType), msg.Metadata.Get(postgres.MetaStreamID),
-		msg.Metadata.Get(postgres.MetaPosition), pgtext.Valueless(failure).Error(), failures, status, subject)
+	text := pgtext.Valueless(failure).Error()
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if subject != "" {
+			switch err := personal.HoldLiveKey(ctx, tx, subject); {
+			case errors.Is(err, personal.ErrSubjectErased):
+				text = erasedError
+			case err != nil:
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `
+			INSERT INTO projection_dead_letters (projection, event_id, event_type, stream_id, position, error, failures, status, subject)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, NULLIF($9, ''))
+			ON CONFLICT (projection, event_id) DO UPDATE SET error = excluded.error,
+				failures = projection_dead_letters.failures + excluded.failures, status = excluded.status, updated_at = now(),
+				subject = coalesce(excluded.subject, projection_dead_letters.subject)`,
+			projection, msg.UUID, msg.Metadata.Get(postgres.MetaEventType), msg.Metadata.Get(postgres.MetaStreamID),
+			msg.Metadata.Get(postgres.MetaPosition), text, failures, status, subject)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("record dead letter %s of %s: %w", msg.UUID, projection, err)
 	}
 	return nil
 }
+
+// erasedError is a dead letter's error once its subject is erased.
+const erasedError = "[erased]"
 
 // deadLetterStatus is the status of projection's dead letter eventID; ""
 // when there is none.

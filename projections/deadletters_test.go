@@ -154,31 +154,58 @@ func TestOperatorRetriesAPoisonEvent(t *testing.T) {
 }
 
 // A dead letter's error is told without the values it quotes, and names
-// the subject whose personal data its event holds.
+// the subject whose personal data its event holds; one recorded after the
+// subject's erasure is blank. Under either policy: a skipped event's dead
+// letter is written in the projection's transaction.
 func TestADeadLetterKeepsNoQuotedValue(t *testing.T) {
-	pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
-	p := projections.Projection{Name: "caster", Handlers: []projections.GroupHandler{
-		projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
-			_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1::text::bigint)`, e.Name)
-			return err
-		}),
-	}}
-	_, r := start(t, pool, 2, p)
-	appendAgent(t, pool, 1, "Ann MRK7731")
-	awaitStall(t, r, "caster")
-	d := deadLetter(t, pool, "caster")
-	if strings.Contains(d.Error, "MRK7731") || !strings.Contains(d.Error, "invalid input syntax for type bigint") {
-		t.Errorf("dead letter error %q: want the failure without the value", d.Error)
-	}
-	if st, _ := stalledStatus(r, "caster"); strings.Contains(st.Error, "MRK7731") {
-		t.Errorf("the projection's status says %q", st.Error)
-	}
-	var subject string
-	if err := pool.QueryRow(context.Background(), `SELECT subject FROM projection_dead_letters WHERE projection = 'caster'`).Scan(&subject); err != nil {
-		t.Fatal(err)
-	}
-	if subject != "user-1" { // the agent's owner (appendAgent)
-		t.Errorf("the dead letter's subject is %q, want user-1", subject)
+	for _, c := range []struct {
+		name   string
+		policy projections.PoisonPolicy
+		erased bool
+	}{
+		{"caster", projections.StopOnPoison, false},
+		{"skipping-caster", projections.SkipPoison, false},
+		{"caster-of-the-erased", projections.StopOnPoison, true},
+		{"skipping-caster-of-the-erased", projections.SkipPoison, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
+			if c.erased { // user 1 (appendAgent's owner) erased before the event fails
+				if _, err := pool.Exec(context.Background(), `INSERT INTO subject_keys (subject, wrapped, erased_at) VALUES ('user-1', NULL, now())`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := projections.Projection{Name: c.name, OnPoison: c.policy, Handlers: []projections.GroupHandler{
+				projections.On(func(ctx context.Context, tx pgx.Tx, m events.Meta, e events.AgentCreated) error {
+					_, err := tx.Exec(ctx, `INSERT INTO seen VALUES ($1::text::bigint)`, e.Name)
+					return err
+				}),
+			}}
+			l, r := start(t, pool, 2, p)
+			at := appendAgent(t, pool, 1, "Ann MRK7731")
+			if c.policy == projections.StopOnPoison {
+				awaitStall(t, r, c.name)
+			} else {
+				waitFor(t, l, at, c.name)
+			}
+			d := deadLetter(t, pool, c.name)
+			switch {
+			case c.erased && d.Error != "[erased]":
+				t.Errorf("dead letter error %q: want it blank, its subject erased", d.Error)
+			case !c.erased && (strings.Contains(d.Error, "MRK7731") || !strings.Contains(d.Error, "invalid input syntax for type bigint")):
+				t.Errorf("dead letter error %q: want the failure without the value", d.Error)
+			}
+			if st, _ := stalledStatus(r, c.name); strings.Contains(st.Error, "MRK7731") {
+				t.Errorf("the projection's status says %q", st.Error)
+			}
+			var subject string
+			if err := pool.QueryRow(context.Background(), `SELECT subject FROM projection_dead_letters WHERE projection = $1`, c.name).Scan(&subject); err != nil {
+				t.Fatal(err)
+			}
+			if subject != "user-1" { // the agent's owner (appendAgent)
+				t.Errorf("the dead letter's subject is %q, want user-1", subject)
+			}
+		})
 	}
 }
 

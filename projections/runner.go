@@ -710,6 +710,9 @@ func (r *Runner) passOver(ctx context.Context, tx pgx.Tx, name string, msg *mess
 		return err
 	}
 	r.skipping.unmark(name)
+	if r.retrying.is(name, msg.UUID) { // retried, failed again, then skipped
+		r.retrying.unmark(name)
+	}
 	r.skippedEvent(name, msg)
 	return nil
 }

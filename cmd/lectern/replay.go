@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"lectern/pgtext"
 	"lectern/service"
 )
 
@@ -74,7 +75,7 @@ func replayCmd() *cobra.Command {
 			results, err := r.Replay(cmd.Context(), ps...)
 			progress.done()
 			if err != nil {
-				return err
+				return pgtext.Valueless(err) // a job's log may keep it: not the values it quotes
 			}
 			read := progress.read()
 			elapsed := time.Since(start)

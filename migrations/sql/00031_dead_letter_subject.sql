@@ -6,22 +6,15 @@
 ALTER TABLE projection_dead_letters ADD COLUMN subject TEXT;
 CREATE INDEX projection_dead_letters_subject ON projection_dead_letters (subject) WHERE subject IS NOT NULL;
 
--- Those recorded before: their errors are cut at the first quote, as a
--- server message is now, and those of sealed events on the PostgreSQL store
--- learn their subject. (Events stored in clear, and EventStoreDB's, keep no
--- subject: their dead letters are not blanked by an erasure.)
-UPDATE projection_dead_letters SET error = left(error, strpos(error, '"') - 1) || '…'
-WHERE strpos(error, '"') > 0;
--- +goose StatementBegin
-DO $$
-BEGIN
-    -- Only where there are dead letters: the join reads the whole log.
-    IF EXISTS (SELECT 1 FROM projection_dead_letters) THEN
-        UPDATE projection_dead_letters d SET subject = e.payload->'pii'->>'sub'
-        FROM events e WHERE e.uuid = d.event_id AND e.payload->'pii'->>'sub' IS NOT NULL;
-    END IF;
-END $$;
--- +goose StatementEnd
+-- Those recorded before: their errors are cut at the first quote mark (of
+-- English or of a translated server message), and those of sealed events on
+-- the PostgreSQL store learn their subject, found through the stream's index.
+-- (Events stored in clear, and EventStoreDB's, keep no subject: their dead
+-- letters are not blanked by an erasure.)
+UPDATE projection_dead_letters SET error = regexp_replace(error, '["''«»‹›“”„‘’‚「」].*$', '…', 's')
+WHERE error ~ '["''«»‹›“”„‘’‚「」]';
+UPDATE projection_dead_letters d SET subject = e.payload->'pii'->>'sub'
+FROM events e WHERE e.stream_id = d.stream_id AND e.uuid = d.event_id;
 
 -- +goose Down
 DROP INDEX projection_dead_letters_subject;
