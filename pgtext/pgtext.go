@@ -44,15 +44,7 @@ func Valueless(err error) error {
 			texts = append(texts, Text(pe))
 		}
 	}
-	if i := strings.Index(told, "(SQLSTATE "); i >= 0 {
-		// A server message in the text by other means than wrapping (%v,
-		// a copy): its quotes cannot be paired, so the text goes from the
-		// first quote on.
-		if q := strings.IndexAny(told, quotes); q >= 0 {
-			told = told[:q] + "…"
-		}
-	}
-	told = unquoted(told)
+	told = unquoted(cutServerMessages(told))
 	for i, t := range texts {
 		told = strings.ReplaceAll(told, mark(i), t)
 	}
@@ -60,6 +52,27 @@ func Valueless(err error) error {
 		return err
 	}
 	return &valueless{err: err, text: told}
+}
+
+// cutServerMessages cuts each server message in text that came there by
+// other means than wrapping (%v, a copy), "<severity>: <message> (SQLSTATE
+// <code>)": its quotes cannot be paired, so it goes from its first quote
+// mark to its SQLSTATE.
+func cutServerMessages(text string) string {
+	const code = "(SQLSTATE "
+	for from := 0; ; {
+		i := strings.Index(text[from:], code)
+		if i < 0 {
+			return text
+		}
+		i += from
+		if q := strings.IndexAny(text[from:i], quotes); q >= 0 {
+			q += from
+			text = text[:q] + "… " + text[i:]
+			i = q + len("… ")
+		}
+		from = i + len(code)
+	}
 }
 
 // mark stands for the i-th server error's text while the rest is unquoted.

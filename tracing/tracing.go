@@ -71,7 +71,7 @@ func Setup(ctx context.Context) (trace.TracerProvider, func(context.Context) err
 		_ = exporter.Shutdown(ctx)
 		return nil, off, fmt.Errorf("tracing: OTEL_RESOURCE_ATTRIBUTES: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exporter), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(valuelessExporter{exporter}), sdktrace.WithResource(res))
 	return tp, tp.Shutdown, nil
 }
 

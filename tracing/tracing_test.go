@@ -2,14 +2,21 @@ package tracing_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"lectern/pgtest"
 	"lectern/tracing"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestEnabled(t *testing.T) {
 	for _, tc := range []struct {
@@ -103,5 +110,53 @@ func TestInstrumentPool(t *testing.T) {
 	tracing.InstrumentPool(cfg, sdktrace.NewTracerProvider())
 	if cfg.ConnConfig.Tracer == nil {
 		t.Error("on: no tracer")
+	}
+}
+
+// A statement's span records PostgreSQL's error (otelpgx), which may quote
+// a person's value: exported, its status and its exception event tell the
+// error without it. Other spans go as they are.
+func TestExportedSpansHoldNoQuotedValue(t *testing.T) {
+	memory := tracetest.NewInMemoryExporter()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tracing.ValuelessExporter(memory)))
+	defer func() { _ = provider.Shutdown(context.Background()) }()
+	cfg := pgtest.Pool(t).Config()
+	tracing.InstrumentPool(cfg, provider)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	ctx, span := provider.Tracer("test").Start(context.Background(), "apply")
+	_, err = pool.Exec(ctx, `SELECT $1::text::int`, "Ann MRK5150")
+	if err == nil || !strings.Contains(err.Error(), "MRK5150") {
+		t.Fatalf("the statement's error %v: want one that quotes the value", err)
+	}
+	span.End()
+	_, fine := provider.Tracer("test").Start(context.Background(), "fine")
+	fine.SetStatus(codes.Error, `a "quoted" word`) // told valueless too
+	fine.End()
+
+	spans := memory.GetSpans()
+	failed := 0
+	for _, s := range spans {
+		if s.Status.Code == codes.Error {
+			failed++
+		}
+		text := fmt.Sprintf("%+v", s)
+		if strings.Contains(text, "MRK5150") || strings.Contains(text, "quoted") {
+			t.Errorf("span %s holds the value: %s", s.Name, text)
+		}
+		for _, ev := range s.Events {
+			for _, a := range ev.Attributes {
+				if a.Key == "exception.message" && !strings.Contains(a.Value.AsString(), "SQLSTATE 22P02") {
+					t.Errorf("span %s: exception %q, want the failure's kind kept", s.Name, a.Value.AsString())
+				}
+			}
+		}
+	}
+	if failed < 2 {
+		t.Errorf("%d spans failed, want the statement's and the last: %+v", failed, spans)
 	}
 }
