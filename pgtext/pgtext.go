@@ -21,6 +21,7 @@
 package pgtext
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -54,26 +55,26 @@ func Valueless(err error) error {
 	return &valueless{err: err, text: told}
 }
 
-// cutServerMessages cuts each server message in text that came there by
+// cutServerMessages cuts the server messages in text that came there by
 // other means than wrapping (%v, a copy), "<severity>: <message> (SQLSTATE
-// <code>)": its quotes cannot be paired, so it goes from its first quote
-// mark to its SQLSTATE.
+// <code>)": their quotes cannot be paired, so the text goes from the first
+// quote mark before the last SQLSTATE to that SQLSTATE (a value may hold
+// "(SQLSTATE " itself: the last is the server's).
 func cutServerMessages(text string) string {
-	const code = "(SQLSTATE "
-	for from := 0; ; {
-		i := strings.Index(text[from:], code)
-		if i < 0 {
-			return text
-		}
-		i += from
-		if q := strings.IndexAny(text[from:i], quotes); q >= 0 {
-			q += from
-			text = text[:q] + "… " + text[i:]
-			i = q + len("… ")
-		}
-		from = i + len(code)
+	codes := sqlstate.FindAllStringIndex(text, -1)
+	if len(codes) == 0 {
+		return text
 	}
+	last := codes[len(codes)-1][0]
+	q := strings.IndexAny(text[:last], quotes)
+	if q < 0 {
+		return text
+	}
+	return text[:q] + "… " + text[last:]
 }
+
+// sqlstate ends a server message as pgconn tells it.
+var sqlstate = regexp.MustCompile(`\(SQLSTATE [0-9A-Z]{5}\)`)
 
 // mark stands for the i-th server error's text while the rest is unquoted.
 func mark(i int) string { return "\x00" + strconv.Itoa(i) + "\x00" }

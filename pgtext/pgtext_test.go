@@ -57,6 +57,8 @@ func TestValuelessTakesTheQuotedValuesOut(t *testing.T) {
 		{"Go's parser", fmt.Errorf("event 7: %w", parseErr), []string{`strconv.ParseInt: parsing "…": invalid syntax`}, true},
 		{"a server error copied, not wrapped", errors.New(server(`SELECT $1::text::int`, `Ann "Quoted" MRK42`).Error()),
 			[]string{"apply event 7: ERROR: invalid input syntax for type integer: … (SQLSTATE 22P02)"}, true},
+		{"a copied server error whose value holds a SQLSTATE", errors.New(server(`SELECT $1::text::int`, `Ann (SQLSTATE MRK42 x`).Error()),
+			[]string{"apply event 7: ERROR: invalid input syntax for type integer: … (SQLSTATE 22P02)"}, true},
 		{"a server error in German", fmt.Errorf("apply event 7: %w", &pgconn.PgError{Severity: "FEHLER", SeverityUnlocalized: "ERROR",
 			Code: "22P02", Message: "ungültige Eingabesyntax für Typ integer: »Ann MRK42«"}),
 			[]string{"apply event 7: ERROR: (a message in the server's language, left out) (SQLSTATE 22P02)"}, true},

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -136,6 +137,8 @@ func TestExportedSpansHoldNoQuotedValue(t *testing.T) {
 	span.End()
 	_, fine := provider.Tracer("test").Start(context.Background(), "fine")
 	fine.SetStatus(codes.Error, `a "quoted" word`) // told valueless too
+	fine.AddEvent("exception", trace.WithAttributes(attribute.String("exception.message", `one "quoted" word (SQLSTATE 22P02)`),
+		attribute.String("exception.message", `two "quoted" words (SQLSTATE 22P02)`))) // each told so
 	fine.End()
 
 	spans := memory.GetSpans()

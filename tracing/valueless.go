@@ -54,23 +54,28 @@ func valuelessSpanOf(s sdktrace.ReadOnlySpan) (sdktrace.ReadOnlySpan, bool) {
 			status.Description, changed = told, true
 		}
 	}
-	var told []sdktrace.Event
+	var told []sdktrace.Event // a copy, made when an event is replaced
 	for i, ev := range events {
 		if ev.Name != semconv.ExceptionEventName {
 			continue
 		}
+		var attrs []attribute.KeyValue // the event's, copied when one is replaced
 		for j, a := range ev.Attributes {
 			if a.Key != semconv.ExceptionMessageKey {
 				continue
 			}
 			if msg := valueless(a.Value.AsString()); msg != a.Value.AsString() {
-				if told == nil {
-					told = append([]sdktrace.Event(nil), events...)
+				if attrs == nil {
+					attrs = append([]attribute.KeyValue(nil), ev.Attributes...)
 				}
-				attrs := append([]attribute.KeyValue(nil), ev.Attributes...)
 				attrs[j] = semconv.ExceptionMessage(msg)
-				told[i].Attributes = attrs
 			}
+		}
+		if attrs != nil {
+			if told == nil {
+				told = append([]sdktrace.Event(nil), events...)
+			}
+			told[i].Attributes = attrs
 		}
 	}
 	if told != nil {
