@@ -114,7 +114,7 @@ func (x *Erasure) ErasePartner(ctx context.Context, partnerID, actor int64) (Res
 	if err := x.keys.Erase(ctx, personal.PartnerSubject(partnerID)); err != nil {
 		return Result{}, err
 	}
-	if _, err := x.d.DB.Exec(ctx, blankDeadLetters, personal.PartnerSubject(partnerID)); err != nil {
+	if _, err := x.d.DB.Exec(ctx, blankDeadLetters, personal.PartnerSubject(partnerID), personal.ErasedText); err != nil {
 		return Result{}, err
 	}
 	_, res, err := execute(ctx, x.d, stream, aggregates.EvolvePartner, func(p aggregates.Partner) ([]events.Event, error) {
@@ -123,12 +123,12 @@ func (x *Erasure) ErasePartner(ctx context.Context, partnerID, actor int64) (Res
 	return res, err
 }
 
-// blankDeadLetters blanks the errors of the dead letters of a subject's
-// events ($1): recorded without the values they quote (pgtext), they may
-// still hold one that some error told unquoted. Their ids, type and
-// position stay for the operator.
-const blankDeadLetters = `UPDATE projection_dead_letters SET error = '[erased]', updated_at = now()
-	WHERE subject = $1 AND error <> '[erased]'`
+// blankDeadLetters sets the errors of the dead letters of a subject's
+// events ($1) to the erased placeholder ($2): recorded without the values
+// they quote (pgtext), they may still hold one that some error told
+// unquoted. Their ids, type and position stay for the operator.
+const blankDeadLetters = `UPDATE projection_dead_letters SET error = $2, updated_at = now()
+	WHERE subject = $1 AND error <> $2`
 
 // forget deletes what Lectern holds of the user outside the log, in one
 // transaction: the password, sessions (refresh tokens: every access token
@@ -163,7 +163,7 @@ func (x *Erasure) forget(ctx context.Context, u aggregates.User) error {
 		{`DELETE FROM document_blobs WHERE owner_id = $1`, []any{u.ID}},
 		{`DELETE FROM knowledge_chunks WHERE owner_id = $1
 			OR knowledge_id IN (SELECT id FROM knowledge_documents WHERE user_id = $1)`, []any{u.ID}},
-		{blankDeadLetters, []any{personal.UserSubject(u.ID)}},
+		{blankDeadLetters, []any{personal.UserSubject(u.ID), personal.ErasedText}},
 	}
 	// The address itself: readable until the key goes (a retry after that
 	// reads the placeholder, and the first attempt already deleted these).

@@ -79,7 +79,7 @@ func recordDeadLetter(ctx context.Context, db execer, projection string, msg *me
 		if subject != "" {
 			switch err := personal.HoldLiveKey(ctx, tx, subject); {
 			case errors.Is(err, personal.ErrSubjectErased):
-				text = erasedError
+				text = personal.ErasedText
 			case err != nil:
 				return err
 			}
@@ -99,9 +99,6 @@ func recordDeadLetter(ctx context.Context, db execer, projection string, msg *me
 	}
 	return nil
 }
-
-// erasedError is a dead letter's error once its subject is erased.
-const erasedError = "[erased]"
 
 // deadLetterStatus is the status of projection's dead letter eventID; ""
 // when there is none.
