@@ -274,7 +274,7 @@ func (s *ESDBSubscriber) consume(ctx context.Context, out chan<- *message.Messag
 		} else if err != nil {
 			s.logger.Debug("EventStoreDB checkpoint not checked against the log's end", "error", err)
 		}
-		opts.From = client.Position{Commit: from.Commit, Prepare: from.Prepare}
+		opts.From = esdb.ClientPosition(from)
 	}
 	subCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -360,7 +360,7 @@ func (s *ESDBSubscriber) collect(from eventstore.Position, first *client.Subscri
 				dropped = fmt.Errorf("subscription to $all after %v dropped: %w", from, s.cfg.Store.DroppedError(err))
 			}
 		case ev.CheckPointReached != nil:
-			p := eventstore.Position{Commit: ev.CheckPointReached.Commit, Prepare: ev.CheckPointReached.Prepare}
+			p := esdb.PositionOf(*ev.CheckPointReached)
 			if p.Compare(upto) > 0 {
 				upto = p
 			}
@@ -369,7 +369,7 @@ func (s *ESDBSubscriber) collect(from eventstore.Position, first *client.Subscri
 			if rec == nil {
 				return
 			}
-			p := eventstore.Position{Commit: rec.Position.Commit, Prepare: rec.Position.Prepare}
+			p := esdb.PositionOf(rec.Position)
 			if p.Compare(s.last) <= 0 {
 				return // at or before the checkpoint: already applied
 			}
@@ -418,8 +418,7 @@ func (s *ESDBSubscriber) collect(from eventstore.Position, first *client.Subscri
 		}
 		batch, upto = batch[:whole+1], s.last
 		if whole >= 0 {
-			p := batch[whole].Position
-			upto = eventstore.Position{Commit: p.Commit, Prepare: p.Prepare}
+			upto = esdb.PositionOf(batch[whole].Position)
 		}
 	}
 	return batch, upto, dropped, false
@@ -455,7 +454,7 @@ func (s *ESDBSubscriber) apply(ctx context.Context, out chan<- *message.Message,
 	}
 	msgCtx := ContextWithTx(ctx, tx)
 	for _, rec := range batch {
-		if (eventstore.Position{Commit: rec.Position.Commit, Prepare: rec.Position.Prepare}).Compare(saved) <= 0 {
+		if esdb.PositionOf(rec.Position).Compare(saved) <= 0 {
 			continue
 		}
 		msg := esdbMessage(rec)
@@ -521,7 +520,7 @@ func esdbMessage(rec *client.RecordedEvent) *message.Message {
 	msg.Metadata.Set(postgres.MetaSchemaVersion, strconv.Itoa(schemaVersion))
 	msg.Metadata.Set(postgres.MetaStreamID, rec.StreamID)
 	msg.Metadata.Set(postgres.MetaVersion, strconv.FormatUint(rec.EventNumber+1, 10))
-	msg.Metadata.Set(postgres.MetaPosition, eventstore.Position{Commit: rec.Position.Commit, Prepare: rec.Position.Prepare}.String())
+	msg.Metadata.Set(postgres.MetaPosition, esdb.PositionOf(rec.Position).String())
 	msg.Metadata.Set(postgres.MetaRecordedAt, recordedAt.UTC().Format(time.RFC3339Nano))
 	msg.Metadata.Set(postgres.MetaMetadata, string(meta))
 	return msg

@@ -89,12 +89,22 @@ func New(cfg *client.Configuration) (*Store, error) {
 // Close closes the connection.
 func (s *Store) Close() error { return s.conn.close() }
 
+// PositionOf is the client library's position as the store's.
+func PositionOf(p client.Position) eventstore.Position {
+	return eventstore.Position{Commit: p.Commit, Prepare: p.Prepare}
+}
+
+// ClientPosition is the store's position as the client library's.
+func ClientPosition(p eventstore.Position) client.Position {
+	return client.Position{Commit: p.Commit, Prepare: p.Prepare}
+}
+
 // SubscribeToAll subscribes to $all on the current client (a new one after
 // the server was unreachable), honouring ctx while the client connects. A
 // position no EventStoreDB log holds fails with eventstore.ErrInvalidPosition.
 func (s *Store) SubscribeToAll(ctx context.Context, opts client.SubscribeToAllOptions) (*client.Subscription, error) {
 	if p, ok := opts.From.(client.Position); ok {
-		if err := checkPosition(eventstore.Position{Commit: p.Commit, Prepare: p.Prepare}); err != nil {
+		if err := checkPosition(PositionOf(p)); err != nil {
 			return nil, fmt.Errorf("esdb: subscribe to $all: %w", err)
 		}
 	}
@@ -310,7 +320,7 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 	for len(out) < limit {
 		// EventStoreDB reads forwards from a position inclusively: ask for one
 		// more and drop the event at from.
-		var start client.AllPosition = client.Position{Commit: from.Commit, Prepare: from.Prepare}
+		var start client.AllPosition = ClientPosition(from)
 		if from.IsZero() {
 			start = client.Start{}
 		}
@@ -322,7 +332,7 @@ func (s *Store) ReadAll(ctx context.Context, after eventstore.Position, limit in
 			return c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Forwards, From: start}, batch)
 		}, func(ev *client.RecordedEvent) bool {
 			seen++
-			p := eventstore.Position{Commit: ev.Position.Commit, Prepare: ev.Position.Prepare}
+			p := PositionOf(ev.Position)
 			last = p
 			return p.Compare(floor) > 0 && !strings.HasPrefix(ev.EventType, "$")
 		})
@@ -381,7 +391,7 @@ func (s *Store) PastEnd(ctx context.Context, p eventstore.Position) (bool, error
 	}
 	_, err = s.read(ctx, func(c *client.Client) (*client.ReadStream, error) {
 		return c.ReadAll(ctx, client.ReadAllOptions{Direction: client.Backwards,
-			From: client.Position{Commit: p.Commit, Prepare: p.Prepare}}, 1)
+			From: ClientPosition(p)}, 1)
 	}, func(*client.RecordedEvent) bool { return false })
 	switch {
 	case err == nil:
@@ -444,7 +454,7 @@ func fromRecorded(r *client.RecordedEvent) (eventstore.RecordedEvent, error) {
 	}
 	// A server before 22.6 sends no position with stream events (all ones).
 	if r.Position.Commit != math.MaxUint64 {
-		e.Position = eventstore.Position{Commit: r.Position.Commit, Prepare: r.Position.Prepare}
+		e.Position = PositionOf(r.Position)
 	}
 	if len(r.UserMetadata) > 0 {
 		var m storedMetadata
