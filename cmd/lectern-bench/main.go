@@ -185,7 +185,7 @@ func appendPart(ctx context.Context, base string) (float64, error) {
 	for _, writers := range []int{1, 8, 32} {
 		store := postgres.New(pool, nil)
 		sealed := personal.NewStore(store, sealer)
-		rates, err := inTurns(rounds, func(r int) (float64, error) {
+		each, err := inTurnsEach(rounds, func(r int) (float64, error) {
 			return rawInserts(ctx, pool, writers, r, round)
 		}, func(r int) (float64, error) {
 			return appends(ctx, store, "bench.appended", writers, r, round)
@@ -198,8 +198,10 @@ func appendPart(ctx context.Context, base string) (float64, error) {
 			return 0, err
 		}
 		store.Close()
+		rates := each.means()
 		fmt.Printf("%-8d %14.0f %14.0f %14.0f %14.0f %8.2f %8.2f %8.2f %8s\n", writers, rates[1], rates[2], rates[0], rates[3],
 			rates[1]/rates[0], rates[2]/rates[0], rates[3]/rates[0], ">= 0.80")
+		fmt.Printf("         ratio %s; sealed %s\n", each.spread(1, 0), each.spread(2, 0))
 	}
 	return raw16, nil
 }

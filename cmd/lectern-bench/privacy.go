@@ -73,13 +73,15 @@ func privacyBench(ctx context.Context, base string) error {
 		for i := range kinds {
 			runs[i] = kinds[i].measured(ctx, meter)
 		}
-		rates, err := inTurns(rounds, runs...)
+		each, err := inTurnsEach(rounds, runs...)
 		if err != nil {
 			return err
 		}
+		rates := each.means()
 		clearRate, sealedRate, bytesRate, againRate := rates[0], rates[1], rates[2], rates[3]
 		fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s %14.0f %8.2f %8.2f\n", fmt.Sprintf("appends, %d writers", writers), sealedRate, clearRate,
 			sealedRate/clearRate, ">= 0.90", bytesRate, bytesRate/clearRate, againRate/clearRate)
+		fmt.Printf("  sealed/clear %s; clear again/clear %s\n", each.spread(1, 0), each.spread(3, 0))
 		for _, k := range kinds {
 			fmt.Printf("  %-13s per append: CPU µs bench process %5.1f, PostgreSQL %5.1f; bytes allocated %5.0f, GC cycles %.2f/1000\n",
 				k.name, k.per(k.used.client.Seconds()*1e6), k.per(k.used.server.Seconds()*1e6), k.per(k.allocated), 1000*k.per(k.gcs))
@@ -89,7 +91,7 @@ func privacyBench(ctx context.Context, base string) error {
 	// Reading back: the events of each kind, read in pages and decoded as a
 	// replay does, opened through the registry (sealed) or not (clear).
 	opened := sealer.Opening(events.NewRegistry())
-	rates, err := inTurns(rounds, func(int) (float64, error) {
+	each, err := inTurnsEach(rounds, func(int) (float64, error) {
 		return decodeAll(ctx, plain, "clear", events.NewRegistry())
 	}, func(int) (float64, error) {
 		return decodeAll(ctx, plain, "sealed", opened)
@@ -97,10 +99,11 @@ func privacyBench(ctx context.Context, base string) error {
 	if err != nil {
 		return err
 	}
-	clearRate, sealedRate := rates[0], rates[1]
+	clearRate, sealedRate := each.mean(0), each.mean(1)
 	// Not a target: the whole replay (-only sealing) is; this shows what
 	// opening adds to the reading and decoding alone.
 	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", "read and decode only", sealedRate, clearRate, sealedRate/clearRate, "-")
+	fmt.Printf("  sealed/clear %s\n", each.spread(1, 0))
 	return nil
 }
 

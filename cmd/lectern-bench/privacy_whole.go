@@ -41,12 +41,13 @@ func sealedWholeBench(ctx context.Context, base string) error {
 	// Each goes first in as many rounds as the other (inTurns). Four
 	// rounds: with two, the ratio ranged from 0.84 to 1.20 from one run of
 	// the bench to the next, the machine's speed moving between rounds.
-	rates, err := inTurns(4, postRate(), postRate("LECTERN_BENCH_CLEAR_EVENTS=1"))
+	posts, err := inTurnsEach(4, postRate(), postRate("LECTERN_BENCH_CLEAR_EVENTS=1"))
 	if err != nil {
 		return err
 	}
-	sealed, clear := rates[0], rates[1]
+	sealed, clear := posts.mean(0), posts.mean(1)
 	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", "POST /agents req/s", sealed, clear, sealed/clear, ">= 0.90")
+	fmt.Printf("  sealed/clear %s\n", posts.spread(0, 1))
 
 	const n = 200_000
 	key, err := hex.DecodeString(benchDataKey)
@@ -87,13 +88,14 @@ func sealedWholeBench(ctx context.Context, base string) error {
 		}
 	}
 	const rounds = 8
-	rates, err = inTurns(rounds, measured(0, sealedPool, key), measured(1, clearPool, nil))
+	replays, err := inTurnsEach(rounds, measured(0, sealedPool, key), measured(1, clearPool, nil))
 	if err != nil {
 		return err
 	}
-	sealed, clear = rates[0], rates[1]
+	sealed, clear = replays.mean(0), replays.mean(1)
 	fmt.Printf("%-34s %14.0f %14.0f %8.2f %8s\n", fmt.Sprintf("replay of %d events, events/s", n), sealed, clear,
 		sealed/clear, ">= 0.90")
+	fmt.Printf("  sealed/clear %s\n", replays.spread(0, 1))
 	perEvent := func(d time.Duration) string {
 		return fmt.Sprintf("%.2f", float64(d.Nanoseconds())/1000/float64(rounds*n))
 	}

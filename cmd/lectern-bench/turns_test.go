@@ -54,3 +54,19 @@ func TestTurnOrderOfTwoAlternates(t *testing.T) {
 		}
 	}
 }
+
+// The spread is of each round's own ratio, sorted, with the median of an
+// even count the mean of the middle two.
+func TestSpreadOfRoundRatios(t *testing.T) {
+	rates := turnRates{{90, 80, 100, 70}, {100, 100, 100, 100}}
+	if got, want := rates.spread(0, 1), "rounds 0.70-1.00, median 0.85"; got != want {
+		t.Errorf("spread: %q, want %q", got, want)
+	}
+	if got := rates.mean(0); got != 85 {
+		t.Errorf("mean: %v, want 85", got)
+	}
+	odd := turnRates{{90, 80, 100}, {100, 100, 100}}
+	if got, want := odd.spread(0, 1), "rounds 0.80-1.00, median 0.90"; got != want {
+		t.Errorf("spread of three: %q, want %q", got, want)
+	}
+}
