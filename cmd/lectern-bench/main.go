@@ -185,7 +185,7 @@ func appendPart(ctx context.Context, base string) (float64, error) {
 	for _, writers := range []int{1, 8, 32} {
 		store := postgres.New(pool, nil)
 		sealed := personal.NewStore(store, sealer)
-		each, err := inTurnsEach(rounds, func(r int) (float64, error) {
+		each, err := inTurns(rounds, func(r int) (float64, error) {
 			return rawInserts(ctx, pool, writers, r, round)
 		}, func(r int) (float64, error) {
 			return appends(ctx, store, "bench.appended", writers, r, round)

@@ -73,7 +73,7 @@ func privacyBench(ctx context.Context, base string) error {
 		for i := range kinds {
 			runs[i] = kinds[i].measured(ctx, meter)
 		}
-		each, err := inTurnsEach(rounds, runs...)
+		each, err := inTurns(rounds, runs...)
 		if err != nil {
 			return err
 		}
@@ -91,7 +91,7 @@ func privacyBench(ctx context.Context, base string) error {
 	// Reading back: the events of each kind, read in pages and decoded as a
 	// replay does, opened through the registry (sealed) or not (clear).
 	opened := sealer.Opening(events.NewRegistry())
-	each, err := inTurnsEach(rounds, func(int) (float64, error) {
+	each, err := inTurns(rounds, func(int) (float64, error) {
 		return decodeAll(ctx, plain, "clear", events.NewRegistry())
 	}, func(int) (float64, error) {
 		return decodeAll(ctx, plain, "sealed", opened)

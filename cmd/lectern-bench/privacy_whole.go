@@ -41,7 +41,7 @@ func sealedWholeBench(ctx context.Context, base string) error {
 	// Each goes first in as many rounds as the other (inTurns). Four
 	// rounds: with two, the ratio ranged from 0.84 to 1.20 from one run of
 	// the bench to the next, the machine's speed moving between rounds.
-	posts, err := inTurnsEach(4, postRate(), postRate("LECTERN_BENCH_CLEAR_EVENTS=1"))
+	posts, err := inTurns(4, postRate(), postRate("LECTERN_BENCH_CLEAR_EVENTS=1"))
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func sealedWholeBench(ctx context.Context, base string) error {
 		}
 	}
 	const rounds = 8
-	replays, err := inTurnsEach(rounds, measured(0, sealedPool, key), measured(1, clearPool, nil))
+	replays, err := inTurns(rounds, measured(0, sealedPool, key), measured(1, clearPool, nil))
 	if err != nil {
 		return err
 	}

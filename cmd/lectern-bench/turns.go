@@ -43,23 +43,14 @@ func (t turnRates) spread(a, b int) string {
 	return fmt.Sprintf("rounds %.2f-%.2f, median %.2f", ratios[0], ratios[n-1], median)
 }
 
-// inTurns measures each kind rounds times and returns each one's mean. The
-// kinds take turns in an order that changes every round (turnOrder), so
+// inTurns measures each kind rounds times and returns every round's rates.
+// The kinds take turns in an order that changes every round (turnOrder), so
 // that each goes first (second, ...) as often as the others, and follows
 // each other kind as often: in a run of clear against clear, whichever went
 // second gained up to a tenth; a kind can leave work behind for the next
 // (dirty pages, a vacuum, garbage); and a drift of the machine's speed
 // weighs on all alike. Each kind is given the round.
-func inTurns(rounds int, kinds ...func(round int) (float64, error)) ([]float64, error) {
-	rates, err := inTurnsEach(rounds, kinds...)
-	if err != nil {
-		return nil, err
-	}
-	return rates.means(), nil
-}
-
-// inTurnsEach is inTurns keeping every round's rates.
-func inTurnsEach(rounds int, kinds ...func(round int) (float64, error)) (turnRates, error) {
+func inTurns(rounds int, kinds ...func(round int) (float64, error)) (turnRates, error) {
 	rates := make(turnRates, len(kinds))
 	for k := range rates {
 		rates[k] = make([]float64, rounds)
