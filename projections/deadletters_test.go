@@ -119,34 +119,32 @@ func TestOperatorSkipsAPoisonEvent(t *testing.T) {
 // projection applies its events in live batches, which take the retried
 // event one at a time (a batch would apply it without a word).
 func TestOperatorRetriesAPoisonEvent(t *testing.T) {
-	for _, c := range []struct {
-		name   string
-		tables []string
-	}{{"retrier", nil}, {"batch-retrier", []string{"seen"}}} {
+	const name = "retrier"
+	for _, c := range applyModes {
 		t.Run(c.name, func(t *testing.T) {
 			pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
 			var broken atomic.Bool
 			broken.Store(true)
-			p := failing(c.name, &broken, projections.StopOnPoison)
+			p := failing(name, &broken, projections.StopOnPoison)
 			p.Tables = c.tables
 			l, r := start(t, pool, 2, p)
 			appendAgent(t, pool, 1, "poison")
 			after := appendAgent(t, pool, 2, "fine")
-			awaitStall(t, r, c.name)
-			d := deadLetter(t, pool, c.name)
+			awaitStall(t, r, name)
+			d := deadLetter(t, pool, name)
 
 			broken.Store(false) // the fix is deployed
-			if err := projections.ResolveDeadLetter(context.Background(), pool, c.name, d.EventID, projections.DeadLetterRetry, "test"); err != nil {
+			if err := projections.ResolveDeadLetter(context.Background(), pool, name, d.EventID, projections.DeadLetterRetry, "test"); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, l, after, c.name)
+			waitFor(t, l, after, name)
 			if ids := seenIDs(t, pool); len(ids) != 2 {
 				t.Errorf("applied %v, want [1 2]", ids)
 			}
 			poll.Must(t, 10*time.Second, "the dead letter resolved", func() bool {
-				return deadLetter(t, pool, c.name).Status == projections.DeadLetterResolved
+				return deadLetter(t, pool, name).Status == projections.DeadLetterResolved
 			})
-			if n := skippedOf(r, c.name); n != 0 {
+			if n := skippedOf(r, name); n != 0 {
 				t.Errorf("skipped %d, want 0", n)
 			}
 		})
@@ -361,10 +359,7 @@ func wantPassedOver(t *testing.T, pool *pgxpool.Pool, l *projections.Listener, n
 // Under SkipPoison, such an event is passed over after MaxAttempts polls,
 // in live batches as one at a time.
 func TestSkipPolicyPassesOverAnEventThatBreaksItsTransaction(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		tables []string
-	}{{"one at a time", nil}, {"in live batches", []string{"seen"}}} {
+	for _, tc := range applyModes {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := freshWith(t, `CREATE TABLE seen (agent_id BIGINT NOT NULL)`)
 			l, r := start(t, pool, 3, connectionKiller("killed", projections.SkipPoison, tc.tables...))

@@ -419,6 +419,14 @@ func runLogged(pool *pgxpool.Pool, logger *slog.Logger, ps ...projections.Projec
 }
 
 // freshWith is a fresh database with the given tables.
+// applyModes are the two ways a projection applies the events it receives
+// (seen is its table in live batches): a test of what must hold either way
+// runs once in each.
+var applyModes = []struct {
+	name   string
+	tables []string
+}{{"one at a time", nil}, {"in live batches", []string{"seen"}}}
+
 func freshWith(t *testing.T, ddl ...string) *pgxpool.Pool {
 	t.Helper()
 	pool := pgtest.Fresh(t)

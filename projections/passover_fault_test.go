@@ -70,10 +70,7 @@ func checkpoint(t *testing.T, pool *pgxpool.Pool, group string) eventstore.Posit
 // trying it again: its failures stay those it stopped at), the dead letter
 // ends skipped, and the events after it are applied.
 func TestASkipThatCannotBeRecordedIsTriedAgain(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		tables []string
-	}{{"one at a time", nil}, {"in live batches", []string{"seen"}}} {
+	for _, tc := range applyModes {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			pool := freshWith(t, refuseSkipped...)
