@@ -684,7 +684,18 @@ func TestUploadOutlivesTheEmbedder(t *testing.T) {
 		t.Errorf("%s: %d chunks, want 0 until the document is indexed", res, n)
 	}
 	id := num(t, res, "knowledge_id")
-	wantBody(t, e.do(t, "GET", documentsPath, nil, u.Access), http.StatusOK, `{"items":[`+string(e.do(t, "GET", documentPath(id), nil, u.Access).Body)+`],"total":1,"page":1,"size":50}`)
+	// The list shows the document as its own GET does. The package's worker
+	// may index it at any moment, so the list is compared with two reads of
+	// the document, one on either side of it, that agree.
+	poll.Must(t, 20*time.Second, "the document holds still across a list read", func() bool {
+		before := e.do(t, "GET", documentPath(id), nil, u.Access).Body
+		list := e.do(t, "GET", documentsPath, nil, u.Access)
+		if !bytes.Equal(before, e.do(t, "GET", documentPath(id), nil, u.Access).Body) {
+			return false
+		}
+		wantBody(t, list, http.StatusOK, `{"items":[`+string(before)+`],"total":1,"page":1,"size":50}`)
+		return true
+	})
 	// (The package's worker may have finished the job already.)
 	if got := eventTypes(e.streamEvents(t, fmt.Sprintf("knowledge-%d", id))); len(got) < 2 ||
 		!slices.Equal(got[:2], []string{"knowledge.document_uploaded", "knowledge.reindex_requested"}) {
