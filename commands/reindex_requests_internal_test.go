@@ -105,15 +105,16 @@ func TestABurstOfReindexRequestsQueuesOneJob(t *testing.T) {
 }
 
 // reindexAppends answers the appends of reindex requests with err, after
-// appending them for real if commit is set.
+// appending them for real if commit is set; while *failing, when given.
 type reindexAppends struct {
 	eventstore.Store
-	commit bool
-	err    error
+	commit  bool
+	err     error
+	failing *bool // nil: always
 }
 
 func (s reindexAppends) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
-	if len(evs) == 0 || evs[0].Type != (events.KnowledgeReindexRequested{}).EventType() {
+	if len(evs) == 0 || evs[0].Type != (events.KnowledgeReindexRequested{}).EventType() || (s.failing != nil && !*s.failing) {
 		return s.Store.Append(ctx, stream, expected, evs)
 	}
 	if s.commit {
@@ -333,7 +334,7 @@ func TestAReindexRetriedUnderItsKeyTakesItsJob(t *testing.T) {
 	ctx := context.Background()
 	failing := true
 	d := knowledgeDeps(t, func(s eventstore.Store) eventstore.Store {
-		return flakyReindexAppends{Store: s, failing: &failing}
+		return reindexAppends{Store: s, err: context.DeadlineExceeded, failing: &failing}
 	})
 	k, err := NewKnowledge(d)
 	if err != nil {
@@ -361,18 +362,4 @@ func TestAReindexRetriedUnderItsKeyTakesItsJob(t *testing.T) {
 	if err != nil || rows != 1 || state.Jobs[job.JobID] != aggregates.JobQueued {
 		t.Errorf("after the retry: %d job rows, job %d in the history %q (%v); want the one job, requested", rows, job.JobID, state.Jobs[job.JobID], err)
 	}
-}
-
-// flakyReindexAppends fails the appends of reindex requests, writing
-// nothing, while *failing.
-type flakyReindexAppends struct {
-	eventstore.Store
-	failing *bool
-}
-
-func (s flakyReindexAppends) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, evs []eventstore.EventData) (eventstore.AppendResult, error) {
-	if *s.failing && len(evs) > 0 && evs[0].Type == (events.KnowledgeReindexRequested{}).EventType() {
-		return eventstore.AppendResult{}, context.DeadlineExceeded
-	}
-	return s.Store.Append(ctx, stream, expected, evs)
 }
