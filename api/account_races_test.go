@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -474,6 +475,11 @@ func TestARefreshTokenOfAnErasedAccountIsRefused(t *testing.T) {
 	wantDetail(t, refresh(t, e, u.Refresh), http.StatusUnauthorized, "Could not validate credentials")
 }
 
+// abandonedSignUps numbers the abandoned sign-ups' user ids, far above any
+// the sequence draws: each run of the test (-count) takes new ones, since
+// the young claim's credentials stay.
+var abandonedSignUps atomic.Int64
+
 // A sign-up that stopped between claiming its address and recording its
 // account (a crash; a database gone, so that the release failed too) does
 // not lock the address out: past a grace far longer than a write may run,
@@ -484,8 +490,9 @@ func TestAnAbandonedSignUpDoesNotLockTheAddressOut(t *testing.T) {
 	t.Parallel()
 	e := sharedEnv(t).from(t)
 	ctx := context.Background()
-	abandon := func(email string, id int64, age string) {
+	abandon := func(email, age string) (id int64) {
 		t.Helper()
+		id = 900_000_000 + abandonedSignUps.Add(1)
 		if _, err := e.pool.Exec(ctx, `INSERT INTO unique_claims (scope, key, owner, claimed_at) VALUES ('user_email', $1, $2, now() - $3::interval)`,
 			email, fmt.Sprint("user-", id), age); err != nil {
 			t.Fatal(err)
@@ -493,18 +500,19 @@ func TestAnAbandonedSignUpDoesNotLockTheAddressOut(t *testing.T) {
 		if _, err := e.pool.Exec(ctx, `INSERT INTO credentials (user_id, password_hash, updated_at) VALUES ($1, 'abandoned', now())`, id); err != nil {
 			t.Fatal(err)
 		}
+		return id
 	}
 	signUp := func(email string) response {
 		return e.do(t, "POST", "/user/signup", map[string]string{"email": email, "password": "correct horse battery", "name": "Ada",
 			"email_verified_token": e.verifiedToken(t, email)}, "")
 	}
 	old, young := uniqueEmail(), uniqueEmail()
-	abandon(old, 900_000_001, "11 minutes")
-	abandon(young, 900_000_002, "1 minute")
+	oldID := abandon(old, "11 minutes")
+	abandon(young, "1 minute")
 	wantStatus(t, signUp(old), http.StatusCreated)
 	wantStatus(t, login(t, e, old, "correct horse battery"), http.StatusOK)
 	var left int
-	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM credentials WHERE user_id = 900000001`).Scan(&left); err != nil || left != 0 {
+	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM credentials WHERE user_id = $1`, oldID).Scan(&left); err != nil || left != 0 {
 		t.Errorf("the abandoned sign-up's credentials: %d rows (%v), want none", left, err)
 	}
 	wantDetail(t, signUp(young), http.StatusConflict, "Email already registered")
