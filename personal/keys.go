@@ -423,14 +423,23 @@ func (k *Keys) wrap(subject string, raw []byte) ([]byte, error) {
 
 // Erase deletes the subject's key, keeping a tombstone so that no new key is
 // made for it: every sealed value of the subject, in every event, reads as
-// its placeholder from now on.
+// its placeholder from now on. It first takes the subject's lock
+// exclusively, so that a holder of a subject without a key row
+// (HoldLiveKey) ends before the tombstone is written.
 func (k *Keys) Erase(ctx context.Context, subject string) error {
 	// The notification goes out when the erasure commits (ErasuresChannel).
-	if _, err := k.db.Exec(ctx, `WITH erased AS (
+	err := pgx.BeginFunc(ctx, k.db, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(`+subjectLockKey+`)`, subject); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `WITH erased AS (
 			INSERT INTO subject_keys (subject, wrapped, erased_at) VALUES ($1, NULL, now())
 			ON CONFLICT (subject) DO UPDATE SET wrapped = NULL, erased_at = COALESCE(subject_keys.erased_at, now())
 			RETURNING subject)
-		SELECT pg_notify($2, subject) FROM erased`, subject, ErasuresChannel); err != nil {
+		SELECT pg_notify($2, subject) FROM erased`, subject, ErasuresChannel)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("personal: erase %s: %w", subject, err)
 	}
 	k.mu.Lock()
@@ -439,29 +448,52 @@ func (k *Keys) Erase(ctx context.Context, subject string) error {
 	return nil
 }
 
+// subjectLockKey is the key of subject $1's advisory lock, taken until the
+// transaction ends: exclusive by Erase, shared by HoldLiveKey for a subject
+// with no key row to lock.
+const subjectLockKey = `hashtextextended('lectern subject key ' || $1::text, 0)`
+
 // HoldLiveKey locks subject's key row in q, a transaction, until it ends,
 // and fails with ErrSubjectErased when the subject was erased. A write of
 // the subject's data outside the log (a document's text or its chunks, in
-// clear) made in that transaction then either commits before an erasure's
-// tombstone, which waits for it (Erase) and whose clean-up after the key
-// goes finds it (commands.Erasure), or sees the tombstone and writes
-// nothing. A process's cached key, which outlives an erasure on another
-// replica for a moment, cannot slip a write past it. A subject with no key
-// row never had anything sealed: nothing is held.
+// clear; a dead letter's error) made in that transaction then either
+// commits before an erasure's tombstone, which waits for it (Erase) and
+// whose clean-up after the key goes finds it (commands.Erasure), or sees
+// the tombstone and writes nothing. A process's cached key, which outlives
+// an erasure on another replica for a moment, cannot slip a write past it.
+// A subject with no key row (nothing of theirs was ever sealed) has no row
+// to lock: the subject's advisory lock, shared, stands in for it, which
+// Erase takes exclusively before it writes the tombstone.
 func HoldLiveKey(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, subject string) error {
-	var erased bool
-	err := q.QueryRow(ctx, `SELECT wrapped IS NULL FROM subject_keys WHERE subject = $1 FOR SHARE`, subject).Scan(&erased)
+	erased, found, err := heldKey(ctx, q, subject)
+	if err == nil && !found {
+		var locked bool
+		if err = q.QueryRow(ctx, `SELECT true FROM pg_advisory_xact_lock_shared(`+subjectLockKey+`)`, subject).Scan(&locked); err == nil {
+			// An erasure that took the lock first has committed its tombstone.
+			erased, _, err = heldKey(ctx, q, subject)
+		}
+	}
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return nil
 	case err != nil:
 		return fmt.Errorf("personal: hold the key of %s: %w", subject, err)
 	case erased:
 		return ErrSubjectErased
 	}
 	return nil
+}
+
+// heldKey locks subject's key row in q, if there is one, and reports
+// whether it is a tombstone.
+func heldKey(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, subject string) (erased, found bool, err error) {
+	err = q.QueryRow(ctx, `SELECT wrapped IS NULL FROM subject_keys WHERE subject = $1 FOR SHARE`, subject).Scan(&erased)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	return erased, err == nil, err
 }
 
 // Forget drops subject's cached key, which another process erased: the

@@ -276,6 +276,65 @@ func TestEraseBeatsAKeyBeingLoaded(t *testing.T) {
 	}
 }
 
+// A subject none of whose data was ever sealed has no key row, and a write
+// about them (a dead letter of their event in clear) holds them all the
+// same: an erasure waits for the holder's transaction, so that the clean-up
+// after it finds what the holder wrote, and a holder that comes while the
+// erasure waits sees the subject erased once it has gone through.
+func TestAnErasureWaitsForAHolderOfASubjectWithoutKey(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Fresh(t)
+	keys, err := personal.NewKeys(pool, masterKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const subject = "partner-4"
+	// waiting is how many of the database's backends wait for an advisory lock.
+	waiting := func(n int) func() bool {
+		return func() bool {
+			var got int
+			err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`).Scan(&got)
+			return err == nil && got == n
+		}
+	}
+	first, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Rollback(ctx) }()
+	if err := personal.HoldLiveKey(ctx, first, subject); err != nil {
+		t.Fatalf("a hold of a subject without key: %v", err)
+	}
+	erased := make(chan error, 1)
+	go func() { erased <- keys.Erase(ctx, subject) }()
+	poll.Must(t, 10*time.Second, "the erasure waits for the holder", waiting(1))
+
+	second, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = second.Rollback(ctx) }()
+	held := make(chan error, 1)
+	go func() { held <- personal.HoldLiveKey(ctx, second, subject) }()
+	poll.Must(t, 10*time.Second, "a second holder waits behind the erasure", waiting(2))
+	select {
+	case err := <-erased:
+		t.Fatalf("the erasure ended (%v) while the first holder's transaction was open", err)
+	default:
+	}
+
+	if err := first.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-erased; err != nil {
+		t.Fatalf("erase: %v", err)
+	}
+	if err := <-held; !errors.Is(err, personal.ErrSubjectErased) {
+		t.Errorf("the hold that waited for the erasure: %v, want ErrSubjectErased", err)
+	}
+}
+
 // countingTracer counts the statements that read subject_keys.
 type countingTracer struct{ n atomic.Int32 }
 
