@@ -471,7 +471,8 @@ func HoldLiveKey(ctx context.Context, q interface {
 	if err == nil && !found {
 		var locked bool
 		if err = q.QueryRow(ctx, `SELECT true FROM pg_advisory_xact_lock_shared(`+subjectLockKey+`)`, subject).Scan(&locked); err == nil {
-			// An erasure that took the lock first has committed its tombstone.
+			// An erasure that took the lock first has committed its
+			// tombstone, which this statement sees (q is READ COMMITTED).
 			erased, _, err = heldKey(ctx, q, subject)
 		}
 	}
