@@ -418,7 +418,6 @@ func runLogged(pool *pgxpool.Pool, logger *slog.Logger, ps ...projections.Projec
 	}
 }
 
-// freshWith is a fresh database with the given tables.
 // applyModes are the two ways a projection applies the events it receives
 // (seen is its table in live batches): a test of what must hold either way
 // runs once in each.
@@ -427,6 +426,7 @@ var applyModes = []struct {
 	tables []string
 }{{"one at a time", nil}, {"in live batches", []string{"seen"}}}
 
+// freshWith is a fresh database with the given tables.
 func freshWith(t *testing.T, ddl ...string) *pgxpool.Pool {
 	t.Helper()
 	pool := pgtest.Fresh(t)
