@@ -448,6 +448,11 @@ func (k *Keys) Erase(ctx context.Context, subject string) error {
 	return nil
 }
 
+// rowQuerier is a transaction, as HoldLiveKey is given it.
+type rowQuerier interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}
+
 // subjectLockKey is the key of subject $1's advisory lock, taken until the
 // transaction ends: exclusive by Erase, shared by HoldLiveKey for a subject
 // with no key row to lock.
@@ -464,9 +469,7 @@ const subjectLockKey = `hashtextextended('lectern subject key ' || $1::text, 0)`
 // A subject with no key row (nothing of theirs was ever sealed) has no row
 // to lock: the subject's advisory lock, shared, stands in for it, which
 // Erase takes exclusively before it writes the tombstone.
-func HoldLiveKey(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, subject string) error {
+func HoldLiveKey(ctx context.Context, q rowQuerier, subject string) error {
 	erased, found, err := heldKey(ctx, q, subject)
 	if err == nil && !found {
 		var locked bool
@@ -487,9 +490,7 @@ func HoldLiveKey(ctx context.Context, q interface {
 
 // heldKey locks subject's key row in q, if there is one, and reports
 // whether it is a tombstone.
-func heldKey(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, subject string) (erased, found bool, err error) {
+func heldKey(ctx context.Context, q rowQuerier, subject string) (erased, found bool, err error) {
 	err = q.QueryRow(ctx, `SELECT wrapped IS NULL FROM subject_keys WHERE subject = $1 FOR SHARE`, subject).Scan(&erased)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, false, nil
