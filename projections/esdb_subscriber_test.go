@@ -733,8 +733,7 @@ func TestESDBBatchEndsWithAnAppend(t *testing.T) {
 		if diff := cmp.Diff([]string{"a"}, streams(batch)); diff != "" || dropped == nil {
 			t.Errorf("batch (-want +got):\n%s (dropped: %v)", diff, dropped)
 		}
-		at := whole.EventAppeared.Event.Position
-		if want := (eventstore.Position{Commit: at.Commit, Prepare: at.Prepare}); upto != want {
+		if want := esdb.PositionOf(whole.EventAppeared.Event.Position); upto != want {
 			t.Errorf("checkpoint %v, want the last whole append's %v", upto, want)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	client "github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
 	"lectern/eventstore"
+	"lectern/eventstore/esdb"
 )
 
 // NewClient is a client of the official library, its logging off, on the
@@ -53,7 +54,7 @@ func LogEnd(t testing.TB, url string) eventstore.Position {
 			if end == nil {
 				t.Fatal("esdbfake: caught up without a checkpoint")
 			}
-			return eventstore.Position{Commit: end.Commit, Prepare: end.Prepare}
+			return esdb.PositionOf(*end)
 		case e.SubscriptionDropped != nil:
 			t.Fatalf("esdbfake: subscription dropped: %v", e.SubscriptionDropped.Error)
 		}
