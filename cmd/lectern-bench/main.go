@@ -169,22 +169,27 @@ func appendPart(ctx context.Context, base string) (float64, error) {
 	sealer := personal.NewSealer(keys)
 	fmt.Println("## Append throughput (distinct streams) vs raw single-row INSERT of the same row")
 	fmt.Println("(events ins: the same single-row INSERT into the events table, none of the store's code: \"table\"")
-	fmt.Println(" is what the table's own position index and sequence leave of the raw rate, one row a statement)")
-	fmt.Printf("%-8s %14s %14s %14s %14s %8s %8s %8s %8s\n", "writers", "append/s", "sealed/s", "raw insert/s", "events ins/s", "ratio", "sealed", "table", "target")
+	fmt.Println(" is what the table's own position index and sequence leave of the raw rate, one row a statement;")
+	fmt.Println(" statement: the statement a lone append sends, with its RETURNING, by itself: \"stmt\" is what")
+	fmt.Println(" is left of the raw rate before any of the store's own work)")
+	fmt.Printf("%-8s %12s %12s %12s %12s %12s %7s %7s %7s %7s %8s\n", "writers", "append/s", "sealed/s", "raw insert/s", "events ins/s", "statement/s",
+		"ratio", "sealed", "table", "stmt", "target")
 	raw16, err := rawInserts(ctx, pool, 16, 0, *duration) // the baseline of the HTTP figure
 	if err != nil {
 		return 0, err
 	}
-	// Each of the four goes first, second, third and fourth twice
-	// (inTurns), for four times -duration in all: with one round each, of
-	// a quarter of it, the one-writer ratio ranged from 0.64 to 0.82 from
-	// one run to the next, the raw INSERT's rate alone from 8 175 to
-	// 11 304/s, as the machine's speed moved within a round.
-	const rounds = 8
+	// Each of the five takes each place in a round twice (inTurns), for
+	// four times -duration each: with one round each, of a quarter of it,
+	// the one-writer ratio ranged from 0.64 to 0.82 from one run to the
+	// next, the raw INSERT's rate alone from 8 175 to 11 304/s, as the
+	// machine's speed moved within a round.
+	const rounds = 10 // an odd number of kinds is balanced over twice as many rounds
 	round := 4 * *duration / rounds
+	_, _ = pool.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`) // for statementTimes, if preloaded
 	for _, writers := range []int{1, 8, 32} {
 		store := postgres.New(pool, nil)
 		sealed := personal.NewStore(store, sealer)
+		stmtsBefore := readStatements(ctx, pool)
 		each, err := inTurns(rounds, func(r int) (float64, error) {
 			return rawInserts(ctx, pool, writers, r, round)
 		}, func(r int) (float64, error) {
@@ -193,15 +198,20 @@ func appendPart(ctx context.Context, base string) (float64, error) {
 			return appends(ctx, sealed, "agent.created", writers, r, round)
 		}, func(r int) (float64, error) {
 			return eventsInserts(ctx, pool, writers, r, round)
+		}, func(r int) (float64, error) {
+			return appendStatements(ctx, pool, writers, r, round)
 		})
 		if err != nil {
 			return 0, err
 		}
 		store.Close()
 		rates := each.means()
-		fmt.Printf("%-8d %14.0f %14.0f %14.0f %14.0f %8.2f %8.2f %8.2f %8s\n", writers, rates[1], rates[2], rates[0], rates[3],
-			rates[1]/rates[0], rates[2]/rates[0], rates[3]/rates[0], ">= 0.80")
-		fmt.Printf("         ratio %s; sealed %s\n", each.spread(1, 0), each.spread(2, 0))
+		fmt.Printf("%-8d %12.0f %12.0f %12.0f %12.0f %12.0f %7.2f %7.2f %7.2f %7.2f %8s\n", writers, rates[1], rates[2], rates[0], rates[3], rates[4],
+			rates[1]/rates[0], rates[2]/rates[0], rates[3]/rates[0], rates[4]/rates[0], ">= 0.80")
+		fmt.Printf("         ratio %s; sealed %s; table %s; stmt %s\n", each.spread(1, 0), each.spread(2, 0), each.spread(3, 0), each.spread(4, 0))
+		if writers == 1 {
+			statementTimes(statementShares(stmtsBefore, readStatements(ctx, pool), 1))
+		}
 	}
 	return raw16, nil
 }
@@ -271,6 +281,56 @@ func rawInserts(ctx context.Context, pool *pgxpool.Pool, writers, round int, d t
 // the store's work.
 func eventsInserts(ctx context.Context, pool *pgxpool.Pool, writers, round int, d time.Duration) (float64, error) {
 	return rowInserts(ctx, pool, "events", writers, round, d)
+}
+
+// statementTimes prints what PostgreSQL's executor spent on each of the
+// statements run most (pg_stat_statements, when preloaded): of a row's round
+// trip, what the table and the statement cost the database.
+func statementTimes(shares []stmtShare) {
+	if len(shares) == 0 {
+		return
+	}
+	fmt.Println("         PostgreSQL's execution alone, mean µs a call (pg_stat_statements; not the parse, bind, commit or round trip):")
+	for _, s := range shares[:min(len(shares), 4)] {
+		name := s.query
+		for prefix, kind := range statementKinds {
+			if strings.HasPrefix(s.query, prefix) {
+				name = kind
+			}
+		}
+		fmt.Printf("         %8.0f calls %6.1f µs  %s\n", s.perReq, s.meanUs, name)
+	}
+}
+
+// statementKinds names the append part's statements by how their text
+// begins (statementShares cuts it at 90 characters). The store's checked
+// and batch statements begin as its lone append's does, but at one writer
+// a stream's first append is the only one checked and none is batched: too
+// few calls to be among the first four.
+var statementKinds = map[string]string{
+	"INSERT INTO bench_raw":               "raw insert",
+	"INSERT INTO events (uuid, stream_id": "events ins",
+	"INSERT INTO events (uuid, payload":   "the lone append's statement (append, sealed and statement)",
+	"SELECT pg_notify":                    "a NOTIFY carried by an append (every 2 ms at most)",
+}
+
+// appendStatements sends the statement of a lone append at a version known
+// to follow its stream's head (eventstore/postgres, appendOneUncheckedSQL),
+// one a round trip, and reads what it returns: the store's append without
+// the store (no encoding, queue, version bookkeeping or NOTIFY).
+func appendStatements(ctx context.Context, pool *pgxpool.Pool, writers, round int, d time.Duration) (float64, error) {
+	tag := fmt.Sprintf("stmt%d-%d-%s", writers, round, runID)
+	const sql = `
+INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at)
+VALUES ($3::uuid, $4::json, $5::json, $1::text, $2::bigint + 1, $6::text, $7::int, $8::timestamptz)
+RETURNING stream_id, version, transaction_id, "offset"`
+	return measureFor(d, writers, func(w, i int) error {
+		var stream string
+		var version int64
+		var txid, offset uint64
+		return pool.QueryRow(ctx, sql, fmt.Sprintf("%s-%d", tag, w), int64(i), uuid.New(), payload(), []byte(benchMetadata),
+			"bench.appended", int32(1), time.Now()).Scan(&stream, &version, &txid, &offset)
+	})
 }
 
 // rowInserts inserts an event's row into table, one a statement.
