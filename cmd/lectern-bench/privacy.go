@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"lectern/events"
 	"lectern/eventstore"
@@ -71,7 +72,7 @@ func privacyBench(ctx context.Context, base string) error {
 		}
 		runs := make([]func(int) (float64, error), len(kinds))
 		for i := range kinds {
-			runs[i] = kinds[i].measured(ctx, meter)
+			runs[i] = kinds[i].measured(ctx, meter, pool)
 		}
 		each, err := inTurns(rounds, runs...)
 		if err != nil {
@@ -83,8 +84,8 @@ func privacyBench(ctx context.Context, base string) error {
 			sealedRate/clearRate, ">= 0.90", bytesRate, bytesRate/clearRate, againRate/clearRate)
 		fmt.Printf("  sealed/clear %s; clear again/clear %s\n", each.spread(1, 0), each.spread(3, 0))
 		for _, k := range kinds {
-			fmt.Printf("  %-13s per append: CPU µs bench process %5.1f, PostgreSQL %5.1f; bytes allocated %5.0f, GC cycles %.2f/1000\n",
-				k.name, k.per(k.used.client.Seconds()*1e6), k.per(k.used.server.Seconds()*1e6), k.per(k.allocated), 1000*k.per(k.gcs))
+			fmt.Printf("  %-13s per append: CPU µs bench process %5.1f, PostgreSQL %5.1f; commits %.2f; bytes allocated %5.0f, GC cycles %.2f/1000\n",
+				k.name, k.per(k.used.client.Seconds()*1e6), k.per(k.used.server.Seconds()*1e6), k.per(k.commits), k.per(k.allocated), 1000*k.per(k.gcs))
 		}
 	}
 
@@ -117,13 +118,15 @@ type appendKind struct {
 	used           cpuTimes
 	appends        float64
 	allocated, gcs float64
+	commits        float64 // writing transactions (xids), one a statement of the group commit
 }
 
 // measured is k.run, accounted.
-func (k *appendKind) measured(ctx context.Context, meter *cpuMeter) func(int) (float64, error) {
+func (k *appendKind) measured(ctx context.Context, meter *cpuMeter, pool *pgxpool.Pool) func(int) (float64, error) {
 	return func(r int) (rate float64, err error) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
+		xid := nextXID(ctx, pool)
 		cpu, start := meter.now(), time.Now()
 		// Labelled, so that -cpuprofile tells the kinds apart (-tagfocus).
 		pprof.Do(ctx, pprof.Labels("appends", k.name), func(context.Context) { rate, err = k.run(r) })
@@ -132,8 +135,17 @@ func (k *appendKind) measured(ctx context.Context, meter *cpuMeter) func(int) (f
 		runtime.ReadMemStats(&after)
 		k.allocated += float64(after.TotalAlloc - before.TotalAlloc)
 		k.gcs += float64(after.NumGC - before.NumGC)
+		k.commits += float64(nextXID(ctx, pool) - xid)
 		return rate, err
 	}
+}
+
+// nextXID is the cluster's next transaction id: two readings tell the
+// writing transactions between them (a reading writes nothing).
+func nextXID(ctx context.Context, pool *pgxpool.Pool) int64 {
+	var xid int64
+	_ = pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&xid)
+	return xid
 }
 
 // per is v per append.
