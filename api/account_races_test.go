@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -475,11 +474,6 @@ func TestARefreshTokenOfAnErasedAccountIsRefused(t *testing.T) {
 	wantDetail(t, refresh(t, e, u.Refresh), http.StatusUnauthorized, "Could not validate credentials")
 }
 
-// abandonedSignUps numbers the abandoned sign-ups' user ids, far above any
-// the sequence draws: each run of the test (-count) takes new ones, since
-// the young claim's credentials stay.
-var abandonedSignUps atomic.Int64
-
 // A sign-up that stopped between claiming its address and recording its
 // account (a crash; a database gone, so that the release failed too) does
 // not lock the address out: past a grace far longer than a write may run,
@@ -492,7 +486,7 @@ func TestAnAbandonedSignUpDoesNotLockTheAddressOut(t *testing.T) {
 	ctx := context.Background()
 	abandon := func(email, age string) (id int64) {
 		t.Helper()
-		id = 900_000_000 + abandonedSignUps.Add(1)
+		id = offSequenceUserID() // the young claim's credentials stay: each run (-count) takes new ids
 		if _, err := e.pool.Exec(ctx, `INSERT INTO unique_claims (scope, key, owner, claimed_at) VALUES ('user_email', $1, $2, now() - $3::interval)`,
 			email, fmt.Sprint("user-", id), age); err != nil {
 			t.Fatal(err)

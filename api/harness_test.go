@@ -736,6 +736,15 @@ type user struct {
 	Refresh  string
 }
 
+// offSequenceIDs numbers the user ids of accounts a test makes without the
+// id sequence (rows or events written directly), far above any the
+// sequence draws: each run of such a test (-count) takes new ones.
+var offSequenceIDs atomic.Int64
+
+// offSequenceUserID is a user id no account has, nor will have from the
+// sequence.
+func offSequenceUserID() int64 { return 900_000_000 + offSequenceIDs.Add(1) }
+
 // signUp makes an account through the real flow: send-code, the e-mailed
 // code, verify-code, signup.
 func (e *env) signUp(t testing.TB) user {

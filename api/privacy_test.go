@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -387,11 +386,6 @@ func TestAdminErasesAUser(t *testing.T) {
 	wantStatus(t, e.do(t, "GET", "/user/me", nil, admin.Access), http.StatusOK)
 }
 
-// legacyUsers numbers the users TestAdminErasesAUserFromBeforeSealing
-// makes, above the id sequence's range, so that it can run again on the
-// same database (-count).
-var legacyUsers atomic.Int64
-
 // A user from before sealing, whose sign-up was appended in clear and who
 // has no key row, is erased as any other (an upgraded school's students):
 // 204, user.erased recorded, a tombstone for the key, so that a later
@@ -403,7 +397,7 @@ func TestAdminErasesAUserFromBeforeSealing(t *testing.T) {
 	e := sharedEnv(t)
 	ctx := context.Background()
 	admin := asAdmin(t, e)
-	id := 910_000_000 + legacyUsers.Add(1)
+	id := offSequenceUserID()
 	email := fmt.Sprintf("legacy-%d-%s@example.com", id, uuid.NewString()[:8])
 	signedUp := events.UserSignedUp{UserID: id, Email: email, Name: "Legacy Learner", Roles: []string{"user"}}
 	data, err := json.Marshal(signedUp)
