@@ -189,7 +189,10 @@ func appendPart(ctx context.Context, base string) (float64, error) {
 	for _, writers := range []int{1, 8, 32} {
 		store := postgres.New(pool, nil)
 		sealed := personal.NewStore(store, sealer)
-		stmtsBefore := readStatements(ctx, pool)
+		var stmtsBefore map[int64]stmtStat
+		if writers == 1 {
+			stmtsBefore = readStatements(ctx, pool)
+		}
 		each, err := inTurns(rounds, func(r int) (float64, error) {
 			return rawInserts(ctx, pool, writers, r, round)
 		}, func(r int) (float64, error) {
@@ -315,20 +318,16 @@ var statementKinds = map[string]string{
 }
 
 // appendStatements sends the statement of a lone append at a version known
-// to follow its stream's head (eventstore/postgres, appendOneUncheckedSQL),
-// one a round trip, and reads what it returns: the store's append without
-// the store (no encoding, queue, version bookkeeping or NOTIFY).
+// to follow its stream's head (postgres.LoneAppendSQL), one a round trip,
+// and reads what it returns: the store's append without the store (no
+// encoding, queue, version bookkeeping or NOTIFY).
 func appendStatements(ctx context.Context, pool *pgxpool.Pool, writers, round int, d time.Duration) (float64, error) {
 	tag := fmt.Sprintf("stmt%d-%d-%s", writers, round, runID)
-	const sql = `
-INSERT INTO events (uuid, payload, metadata, stream_id, version, event_type, schema_version, recorded_at)
-VALUES ($3::uuid, $4::json, $5::json, $1::text, $2::bigint + 1, $6::text, $7::int, $8::timestamptz)
-RETURNING stream_id, version, transaction_id, "offset"`
 	return measureFor(d, writers, func(w, i int) error {
 		var stream string
 		var version int64
 		var txid, offset uint64
-		return pool.QueryRow(ctx, sql, fmt.Sprintf("%s-%d", tag, w), int64(i), uuid.New(), payload(), []byte(benchMetadata),
+		return pool.QueryRow(ctx, postgres.LoneAppendSQL, fmt.Sprintf("%s-%d", tag, w), int64(i), uuid.New(), payload(), []byte(benchMetadata),
 			"bench.appended", int32(1), time.Now()).Scan(&stream, &version, &txid, &offset)
 	})
 }

@@ -142,6 +142,12 @@ VALUES ($3::uuid, $4::json, $5::json, $1::text, $2::bigint + 1, $6::text, $7::in
 RETURNING stream_id, version, transaction_id, "offset"`
 )
 
+// LoneAppendSQL is the statement a lone append sends at a version whose
+// predecessor needs no check, as the bench measures it by itself: its
+// parameters are stream, expected version, event id, data, metadata,
+// type, schema version and recorded time.
+const LoneAppendSQL = appendOneUncheckedSQL
+
 // batchSQL holds the statements of batches: batchSQL[k] inserts up to 1<<k
 // rows (k >= 1; a lone append has the statements above). A batch is padded to the next size with rows of NULLs, which
 // its WHERE leaves out, so that a few statements serve every batch: each is
